@@ -1,0 +1,284 @@
+// The one place HSE_* settings are read and validated. Every process calls loadConfig() at start; nothing else reads
+// process.env. A refused setting is reported as one line naming the variable and the reason, and the process exits
+// with status 2, which the supervisor (ecosystem.config.cjs, stop_exit_codes) treats as "do not restart".
+import path from 'node:path';
+import ipaddr from 'ipaddr.js';
+import { TrustedProxies, TrustedProxyError, parseEntry, splitList, type TrustedRange } from './trusted-proxies.ts';
+
+export type DerpMode = 'own' | 'public';
+
+export interface Config {
+  publicUrl: URL;
+  /** Origin without trailing slash, e.g. https://vpn.example.com */
+  publicOrigin: string;
+  /** HSE_TLS as given (default on). */
+  tls: boolean;
+  /** Public URL is https and TLS is off: a reverse proxy terminates HTTPS in front of us. */
+  proxyMode: boolean;
+  /** Public URL is https and TLS is on: the router terminates HTTPS itself (80 + 443). */
+  tlsMode: boolean;
+  /** Public URL is https, whoever terminates it: cookies get Secure. */
+  secure: boolean;
+  trustedProxies: TrustedProxies;
+  trustedProxiesAny: boolean;
+  httpPort: number;
+  /** HTTPS port in TLS mode. */
+  httpsPort: number;
+  /** Plain-HTTP port in TLS mode (redirects and ACME challenges). */
+  tlsHttpPort: number;
+  proxyBind: string;
+  /** Address the router listens on: HSE_LISTEN_ADDRESS, else HSE_PROXY_BIND. The container sets 0.0.0.0. */
+  listenAddress: string;
+  derpMode: DerpMode;
+  /** Only node keys registered here may use the relay. */
+  derpVerifyClients: boolean;
+  stunPort: number;
+  /** Host clients send STUN to when it differs from the public URL's host (proxy on another machine). */
+  stunHost: string | null;
+  /** Region id/code/name of our own relay in the DERP map. */
+  derpRegionId: number;
+  derpRegionCode: string;
+  derpRegionName: string;
+  dataDir: string;
+  runDir: string;
+  redisUrl: string | null;
+  consoleUser: string;
+  consolePassword: string | null;
+  consolePasswordFile: string | null;
+  baseDomain: string;
+  logLevel: LogLevel;
+  activityRetentionDays: number;
+  activityMaxEntries: number;
+  /** TLS mode: certificate files given by the operator, or ACME. */
+  tlsCertFile: string | null;
+  tlsKeyFile: string | null;
+  acmeDirectoryUrl: string;
+  acmeEmail: string | null;
+  /** Warnings found while parsing, printed by the caller's logger. */
+  warnings: string[];
+}
+
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+
+export class ConfigError extends Error {
+  readonly variable: string;
+  readonly reason: string;
+  constructor(variable: string, reason: string) {
+    super(`${variable}: ${reason}`);
+    this.variable = variable;
+    this.reason = reason;
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+function get(env: Env, name: string): string | undefined {
+  const v = env[name];
+  if (v === undefined) return undefined;
+  const t = v.trim();
+  return t === '' ? undefined : t;
+}
+
+function bool(env: Env, name: string, dflt: boolean): boolean {
+  const v = get(env, name);
+  if (v === undefined) return dflt;
+  const l = v.toLowerCase();
+  if (['1', 'on', 'true', 'yes'].includes(l)) return true;
+  if (['0', 'off', 'false', 'no'].includes(l)) return false;
+  throw new ConfigError(name, `"${v}" is not on/off (use on, off, true, false, 1 or 0)`);
+}
+
+function port(env: Env, name: string, dflt: number): number {
+  const v = get(env, name);
+  if (v === undefined) return dflt;
+  if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > 65535) {
+    throw new ConfigError(name, `"${v}" is not a TCP/UDP port (a whole number from 1 to 65535)`);
+  }
+  return Number(v);
+}
+
+function positiveInt(env: Env, name: string, dflt: number, max: number): number {
+  const v = get(env, name);
+  if (v === undefined) return dflt;
+  if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > max) {
+    throw new ConfigError(name, `"${v}" is not a whole number from 1 to ${max}`);
+  }
+  return Number(v);
+}
+
+function bindAddress(env: Env, name: string, dflt: string): string {
+  const v = get(env, name) ?? dflt;
+  const bare = v.startsWith('[') && v.endsWith(']') ? v.slice(1, -1) : v;
+  if (!ipaddr.isValid(bare) || (!bare.includes(':') && !ipaddr.IPv4.isValidFourPartDecimal(bare))) {
+    throw new ConfigError(name, `"${v}" is not an IP address to bind to (for example 127.0.0.1, 0.0.0.0 or ::1)`);
+  }
+  return bare;
+}
+
+function publicUrl(env: Env): URL {
+  const name = 'HSE_PUBLIC_URL';
+  const v = get(env, name) ?? 'http://localhost:8080';
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    throw new ConfigError(name, `"${v}" is not a URL (expected e.g. https://vpn.example.com)`);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new ConfigError(name, `"${v}" must start with http:// or https://`);
+  if (u.username || u.password) throw new ConfigError(name, `"${v}" must not contain a user name or password`);
+  if (u.pathname !== '/' || u.search || u.hash) {
+    throw new ConfigError(name, `"${v}" must be the bare origin, with no path, query or fragment (clients add /key, /ts2021 themselves)`);
+  }
+  if (u.hostname === '') throw new ConfigError(name, `"${v}" has no host name`);
+  return u;
+}
+
+function hostName(env: Env, name: string): string | null {
+  const v = get(env, name);
+  if (v === undefined) return null;
+  const bare = v.startsWith('[') && v.endsWith(']') ? v.slice(1, -1) : v;
+  if (ipaddr.isValid(bare) || /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*\.?$/i.test(bare)) {
+    return bare;
+  }
+  throw new ConfigError(name, `"${v}" is not a host name or IP address`);
+}
+
+function trustedProxies(env: Env, any: boolean, warnings: string[]): TrustedProxies {
+  const name = 'HSE_TRUSTED_PROXIES';
+  const ranges: TrustedRange[] = [];
+  for (const entry of splitList(env[name] ?? '')) {
+    let r: TrustedRange;
+    try {
+      r = parseEntry(entry);
+    } catch (e) {
+      if (e instanceof TrustedProxyError) throw new ConfigError(name, e.message);
+      throw e;
+    }
+    if (r.coversAll && !any) {
+      throw new ConfigError(
+        name,
+        `"${entry}" trusts every ${r.coversAll} address, so any client could forge its address; list only your proxy (a /32 or /128), or set HSE_TRUSTED_PROXIES_ANY=1 if you really mean it`,
+      );
+    }
+    if (r.hostBits > 0) {
+      warnings.push(
+        `${name}: "${entry}" is wider than one host; every address in it is believed when it sends X-Forwarded-For, so it must hold no clients (prefer the proxy's own /32 or /128)`,
+      );
+    }
+    ranges.push(r);
+  }
+  return new TrustedProxies(ranges);
+}
+
+const LOG_LEVELS: LogLevel[] = ['debug', 'info', 'warn', 'error'];
+
+/** Parses and validates the environment. Throws ConfigError on the first refused setting. */
+export function parseConfig(env: Env, cwd = process.cwd()): Config {
+  const warnings: string[] = [];
+  const url = publicUrl(env);
+  const tls = bool(env, 'HSE_TLS', true);
+  const https = url.protocol === 'https:';
+  const any = bool(env, 'HSE_TRUSTED_PROXIES_ANY', false);
+  const derpModeRaw = (get(env, 'HSE_DERP_MODE') ?? 'own').toLowerCase();
+  if (derpModeRaw !== 'own' && derpModeRaw !== 'public') {
+    throw new ConfigError('HSE_DERP_MODE', `"${derpModeRaw}" is not "own" (this image's relay) or "public" (Tailscale's public relays)`);
+  }
+  const dataDir = path.resolve(cwd, get(env, 'HSE_DATA_DIR') ?? 'data');
+  const runDir = path.resolve(cwd, get(env, 'HSE_RUN_DIR') ?? path.join(dataDir, 'run'));
+  // A Unix socket path is limited to 107 bytes; the longest we create is run/coordination.sock.
+  if (Buffer.byteLength(path.join(runDir, 'coordination-admin.sock')) > 107) {
+    throw new ConfigError(get(env, 'HSE_RUN_DIR') ? 'HSE_RUN_DIR' : 'HSE_DATA_DIR', `"${runDir}" is too long for Unix socket paths (107 bytes); choose a shorter directory`);
+  }
+  const redisUrl = get(env, 'HSE_REDIS_URL') ?? null;
+  if (redisUrl !== null) {
+    let u: URL;
+    try {
+      u = new URL(redisUrl);
+    } catch {
+      throw new ConfigError('HSE_REDIS_URL', `"${redisUrl}" is not a URL (expected redis://host:6379/0, rediss://… or unix:///path/to/redis.sock)`);
+    }
+    if (!['redis:', 'rediss:', 'unix:'].includes(u.protocol)) {
+      throw new ConfigError('HSE_REDIS_URL', `"${redisUrl}" must start with redis://, rediss:// or unix://`);
+    }
+  }
+  const logLevel = (get(env, 'HSE_LOG_LEVEL') ?? 'info').toLowerCase() as LogLevel;
+  if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError('HSE_LOG_LEVEL', `"${logLevel}" is not one of ${LOG_LEVELS.join(', ')}`);
+  const baseDomain = (get(env, 'HSE_BASE_DOMAIN') ?? 'hse.internal').toLowerCase().replace(/\.$/, '');
+  if (!/^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$/.test(baseDomain)) {
+    throw new ConfigError('HSE_BASE_DOMAIN', `"${baseDomain}" is not a DNS domain with at least two labels (for example tailnet.example.com)`);
+  }
+  if (baseDomain === url.hostname.toLowerCase()) {
+    throw new ConfigError('HSE_BASE_DOMAIN', `"${baseDomain}" must differ from the public URL's host, or MagicDNS would hide the server from its own clients`);
+  }
+  const proxyBind = bindAddress(env, 'HSE_PROXY_BIND', '127.0.0.1');
+  const consoleUser = get(env, 'HSE_CONSOLE_USER') ?? 'admin';
+  if (!/^[A-Za-z0-9._@-]{1,64}$/.test(consoleUser)) {
+    throw new ConfigError('HSE_CONSOLE_USER', `"${consoleUser}" may use only letters, digits and . _ @ - (1 to 64 characters)`);
+  }
+  const acmeDirectoryUrl = get(env, 'HSE_ACME_DIRECTORY_URL') ?? 'https://acme-v02.api.letsencrypt.org/directory';
+  try {
+    new URL(acmeDirectoryUrl);
+  } catch {
+    throw new ConfigError('HSE_ACME_DIRECTORY_URL', `"${acmeDirectoryUrl}" is not a URL`);
+  }
+  const certFile = get(env, 'HSE_TLS_CERT_FILE') ?? null;
+  const keyFile = get(env, 'HSE_TLS_KEY_FILE') ?? null;
+  if ((certFile === null) !== (keyFile === null)) {
+    throw new ConfigError(certFile === null ? 'HSE_TLS_CERT_FILE' : 'HSE_TLS_KEY_FILE', 'HSE_TLS_CERT_FILE and HSE_TLS_KEY_FILE go together; set both or neither (neither = ACME)');
+  }
+  const regionId = positiveInt(env, 'HSE_DERP_REGION_ID', 900, 999);
+  return {
+    publicUrl: url,
+    publicOrigin: url.origin,
+    tls,
+    proxyMode: https && !tls,
+    tlsMode: https && tls,
+    secure: https,
+    trustedProxies: trustedProxies(env, any, warnings),
+    trustedProxiesAny: any,
+    httpPort: port(env, 'HSE_HTTP_PORT', 8080),
+    httpsPort: port(env, 'HSE_HTTPS_PORT', 443),
+    tlsHttpPort: port(env, 'HSE_TLS_HTTP_PORT', 80),
+    proxyBind,
+    listenAddress: get(env, 'HSE_LISTEN_ADDRESS') === undefined ? proxyBind : bindAddress(env, 'HSE_LISTEN_ADDRESS', proxyBind),
+    derpMode: derpModeRaw,
+    derpVerifyClients: bool(env, 'HSE_DERP_VERIFY_CLIENTS', true),
+    stunPort: port(env, 'HSE_STUN_PORT', 3478),
+    stunHost: hostName(env, 'HSE_STUN_HOST'),
+    derpRegionId: regionId,
+    derpRegionCode: get(env, 'HSE_DERP_REGION_CODE') ?? 'hse',
+    derpRegionName: get(env, 'HSE_DERP_REGION_NAME') ?? 'Self-hosted relay',
+    dataDir,
+    runDir,
+    redisUrl,
+    consoleUser,
+    consolePassword: get(env, 'HSE_CONSOLE_PASSWORD') ?? null,
+    consolePasswordFile: get(env, 'HSE_CONSOLE_PASSWORD_FILE') ?? null,
+    baseDomain,
+    logLevel,
+    activityRetentionDays: positiveInt(env, 'HSE_ACTIVITY_RETENTION_DAYS', 90, 3650),
+    activityMaxEntries: positiveInt(env, 'HSE_ACTIVITY_MAX_ENTRIES', 100_000, 10_000_000),
+    tlsCertFile: certFile,
+    tlsKeyFile: keyFile,
+    acmeDirectoryUrl,
+    acmeEmail: get(env, 'HSE_ACME_EMAIL') ?? null,
+    warnings,
+  };
+}
+
+/**
+ * For a process's main: parse the environment or print one line and exit 2. Warnings go to stderr once per process.
+ */
+export function loadConfig(processName: string, env: Env = process.env): Config {
+  try {
+    const cfg = parseConfig(env);
+    for (const w of cfg.warnings) process.stderr.write(`${new Date().toISOString()} WARN ${processName}: ${w}\n`);
+    return cfg;
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      process.stderr.write(`hse ${processName}: refused configuration: ${e.variable}: ${e.reason}\n`);
+      process.exit(2);
+    }
+    throw e;
+  }
+}

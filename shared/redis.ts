@@ -1,0 +1,37 @@
+// Redis connections. The embedded server listens on a Unix socket in the run directory; HSE_REDIS_URL points at an
+// external one instead. Connections retry forever with a capped backoff so a Redis restart heals on its own.
+import { Redis, type RedisOptions } from 'ioredis';
+import type { Config } from './config.ts';
+import type { Logger } from './log.ts';
+import { redisSocket } from './paths.ts';
+
+export type { Redis } from 'ioredis';
+
+export function redisOptions(cfg: Config): { url: string | null; options: RedisOptions } {
+  const options: RedisOptions = {
+    retryStrategy: (times) => Math.min(times * 100, 2000),
+    maxRetriesPerRequest: 2,
+    enableOfflineQueue: true,
+    connectionName: undefined,
+  };
+  if (cfg.redisUrl === null) return { url: null, options: { ...options, path: redisSocket(cfg) } };
+  const u = new URL(cfg.redisUrl);
+  if (u.protocol === 'unix:') return { url: null, options: { ...options, path: u.pathname } };
+  return { url: cfg.redisUrl, options };
+}
+
+/** A connection for commands. `name` shows up in CLIENT LIST, which helps when several processes share Redis. */
+export function connectRedis(cfg: Config, log: Logger, name: string): Redis {
+  const { url, options } = redisOptions(cfg);
+  const r = url ? new Redis(url, { ...options, connectionName: name }) : new Redis({ ...options, connectionName: name });
+  let down = false;
+  r.on('error', (e: Error) => {
+    if (!down) log.warn('store unavailable, retrying', { error: e.message });
+    down = true;
+  });
+  r.on('ready', () => {
+    if (down) log.info('store reachable again');
+    down = false;
+  });
+  return r;
+}
