@@ -49,6 +49,8 @@ export interface Config {
   logLevel: LogLevel;
   activityRetentionDays: number;
   activityMaxEntries: number;
+  /** Seconds an ephemeral node may stay disconnected before it is deleted. */
+  ephemeralTimeoutSeconds: number;
   /** TLS mode: certificate files given by the operator, or ACME. */
   tlsCertFile: string | null;
   tlsKeyFile: string | null;
@@ -258,6 +260,7 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
     logLevel,
     activityRetentionDays: positiveInt(env, 'HSE_ACTIVITY_RETENTION_DAYS', 90, 3650),
     activityMaxEntries: positiveInt(env, 'HSE_ACTIVITY_MAX_ENTRIES', 100_000, 10_000_000),
+    ephemeralTimeoutSeconds: positiveInt(env, 'HSE_EPHEMERAL_TIMEOUT', 120, 86_400 * 30),
     tlsCertFile: certFile,
     tlsKeyFile: keyFile,
     acmeDirectoryUrl,

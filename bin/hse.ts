@@ -1,0 +1,123 @@
+// `hse`: the operator CLI. Talks to the coordination service's admin socket in the run directory (same settings as
+// the image: HSE_DATA_DIR / HSE_RUN_DIR), so run it where the image runs (inside the container: `docker exec`).
+// Every change is recorded in the activity log with actor "cli".
+import { AdminClient, AdminError } from '../shared/admin-client.ts';
+import { loadConfig } from '../shared/config.ts';
+import { adminSocket } from '../shared/paths.ts';
+
+const USAGE = `usage: hse <command> [arguments]
+
+users list
+users create <name>
+users rename <id> <new-name>
+users delete <id>
+keys list
+keys create --user <name|id> [--reusable] [--ephemeral] [--expires <seconds>]
+keys expire <id>
+nodes list
+nodes rename <id> <new-name>
+nodes expire <id>
+nodes move <id> <user>
+nodes delete <id>
+pending list
+pending approve <auth-id> --user <name|id>
+pending reject <auth-id>
+
+Add --json to print JSON instead of a table.`;
+
+function flag(args: string[], name: string): string | undefined {
+  const i = args.indexOf(name);
+  if (i === -1) return undefined;
+  const v = args[i + 1];
+  args.splice(i, 2);
+  return v;
+}
+
+function bool(args: string[], name: string): boolean {
+  const i = args.indexOf(name);
+  if (i === -1) return false;
+  args.splice(i, 1);
+  return true;
+}
+
+function table(rows: Record<string, unknown>[], cols: string[]): string {
+  if (rows.length === 0) return '(none)';
+  const cells = rows.map((r) => cols.map((c) => (Array.isArray(r[c]) ? (r[c] as unknown[]).join(',') : String(r[c] ?? ''))));
+  const widths = cols.map((c, i) => Math.max(c.length, ...cells.map((r) => r[i].length)));
+  const line = (vals: string[]) => vals.map((v, i) => v.padEnd(widths[i])).join('  ').trimEnd();
+  return [line(cols.map((c) => c.toUpperCase())), ...cells.map(line)].join('\n');
+}
+
+function need(v: string | undefined, what: string): string {
+  if (v === undefined || v === '') {
+    process.stderr.write(`hse: missing ${what}\n\n${USAGE}\n`);
+    process.exit(2);
+  }
+  return v;
+}
+
+async function run(argv: string[]): Promise<void> {
+  const args = [...argv];
+  const json = bool(args, '--json');
+  const cfg = loadConfig('cli');
+  const api = new AdminClient(adminSocket(cfg));
+  const who = { actor: 'cli', ip: '' };
+  const [group, cmd, ...rest] = args;
+  const out = (v: unknown, cols?: string[]) => {
+    if (json || !cols) process.stdout.write(`${JSON.stringify(v, null, 2)}\n`);
+    else process.stdout.write(`${table((Array.isArray(v) ? v : [v]) as Record<string, unknown>[], cols)}\n`);
+  };
+  const id = (s: string | undefined) => Number(need(s, 'id'));
+
+  switch (`${group} ${cmd}`) {
+    case 'users list':
+      return out(await api.listUsers(who), ['id', 'name', 'machines', 'created']);
+    case 'users create':
+      return out(await api.createUser(who, need(rest[0], 'user name')), ['id', 'name', 'created']);
+    case 'users rename':
+      return out(await api.renameUser(who, id(rest[0]), need(rest[1], 'new name')), ['id', 'name']);
+    case 'users delete':
+      return out(await api.deleteUser(who, id(rest[0])), ['id', 'name']);
+    case 'keys list':
+      return out(await api.listPreAuthKeys(who), ['id', 'prefix', 'user', 'reusable', 'ephemeral', 'used', 'expired', 'expiration']);
+    case 'keys create': {
+      const user = need(flag(rest, '--user'), '--user');
+      const expires = flag(rest, '--expires');
+      const k = await api.createPreAuthKey(who, {
+        user,
+        reusable: bool(rest, '--reusable'),
+        ephemeral: bool(rest, '--ephemeral'),
+        expiresInSeconds: expires ? Number(expires) : undefined,
+      });
+      if (json) return out(k);
+      process.stdout.write(`${k.key}\n\nThe key is shown only now. Use it with:\n  tailscale up --login-server=${cfg.publicOrigin} --auth-key=${k.key}\n`);
+      return;
+    }
+    case 'keys expire':
+      return out(await api.expirePreAuthKey(who, id(rest[0])), ['id', 'prefix', 'expired']);
+    case 'nodes list':
+      return out(await api.listNodes(who), ['id', 'givenName', 'user', 'ipv4', 'ipv6', 'online', 'lastSeen', 'expired']);
+    case 'nodes rename':
+      return out(await api.renameNode(who, id(rest[0]), need(rest[1], 'new name')), ['id', 'givenName', 'fqdn']);
+    case 'nodes expire':
+      return out(await api.expireNode(who, id(rest[0])), ['id', 'givenName', 'expired']);
+    case 'nodes move':
+      return out(await api.moveNode(who, id(rest[0]), need(rest[1], 'user')), ['id', 'givenName', 'user']);
+    case 'nodes delete':
+      return out(await api.deleteNode(who, id(rest[0])), ['id', 'givenName']);
+    case 'pending list':
+      return out(await api.listPending(who), ['authId', 'hostname', 'ip', 'created']);
+    case 'pending approve':
+      return out(await api.approve(who, need(rest[0], 'auth id'), need(flag(rest, '--user'), '--user')), ['id', 'givenName', 'user', 'ipv4']);
+    case 'pending reject':
+      return out(await api.reject(who, need(rest[0], 'auth id')), ['authId', 'hostname', 'status']);
+    default:
+      process.stderr.write(`${USAGE}\n`);
+      process.exit(group === undefined || group === 'help' || group === '--help' ? 0 : 2);
+  }
+}
+
+run(process.argv.slice(2)).catch((e: Error) => {
+  process.stderr.write(`hse: ${e instanceof AdminError ? e.message : e.message}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,105 @@
+// The control layer above Noise: cleartext HTTP/2 with prior knowledge over the decrypted stream, many concurrent
+// streams per connection (a client keeps its map long-poll open while it registers, sends lite updates, etc.). The
+// machine key proven by the handshake is bound to every request on this connection.
+import http2, { type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
+import type { Duplex } from 'node:stream';
+import type { Logger } from '../../../../shared/log.ts';
+import type { Store } from '../state/store.ts';
+import { handleMap, MapRequestError } from './map-handler.ts';
+import type { MapHub } from './map-hub.ts';
+import { RegisterError, type Registrar } from './register.ts';
+import type { MapRequest, RegisterRequest } from './tailcfg.ts';
+
+/** No legitimate register or map request comes near this; it bounds what an unauthenticated peer can make us hold. */
+const BODY_LIMIT = 1024 * 1024;
+
+export interface ControlDeps {
+  store: Store;
+  hub: MapHub;
+  registrar: Registrar;
+  log: Logger;
+}
+
+export interface ConnInfo {
+  /** "mkey:<hex>" from the Noise handshake. */
+  machineKey: string;
+  capVersion: number;
+  clientIp: string;
+}
+
+class HttpError extends Error {
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.status = status;
+  }
+}
+
+async function readJson(req: Http2ServerRequest): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > BODY_LIMIT) throw new HttpError(413, `request body over ${BODY_LIMIT} bytes`);
+    chunks.push(chunk);
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch {
+    throw new HttpError(400, 'request body is not valid JSON');
+  }
+}
+
+function sendText(res: Http2ServerResponse, status: number, text: string): void {
+  if (res.headersSent) {
+    res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+    return;
+  }
+  res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8' });
+  res.end(`${text}\n`);
+}
+
+/** Endpoints newer clients call that this server does not offer; 501 tells them so without an error loop. */
+const NOT_IMPLEMENTED = new Set(['/machine/set-dns', '/machine/update-health', '/machine/audit-log', '/machine/id-token', '/machine/feature/query', '/machine/c2n', '/machine/whoami', '/machine/set-device-attr']);
+
+export function serveControlConnection(conn: Duplex, info: ConnInfo, deps: ControlDeps): void {
+  const log = deps.log;
+  const server = http2.createServer({ settings: { maxConcurrentStreams: 64 } }, (req, res) => {
+    void route(req, res).catch((e: Error) => {
+      const status = e instanceof HttpError || e instanceof RegisterError || e instanceof MapRequestError ? e.status : 500;
+      if (status >= 500) log.error('control request failed', { path: req.url, error: e.message, ip: info.clientIp });
+      else log.info('control request refused', { path: req.url, status, reason: e.message, ip: info.clientIp });
+      sendText(res, status, status >= 500 ? 'internal error; see the coordination log' : e.message);
+    });
+  });
+
+  async function route(req: Http2ServerRequest, res: Http2ServerResponse): Promise<void> {
+    const path = (req.url ?? '').split('?')[0];
+    if (path === '/machine/register') {
+      if (req.method !== 'POST') throw new HttpError(405, 'use POST');
+      const body = (await readJson(req)) as RegisterRequest;
+      const abort = new AbortController();
+      res.on('close', () => abort.abort());
+      const out = await deps.registrar.register({ req: body, machineKey: info.machineKey, clientIp: info.clientIp, signal: abort.signal });
+      if (res.destroyed || res.writableEnded) return;
+      res.writeHead(200, { 'content-type': 'application/json; charset=utf-8' });
+      res.end(JSON.stringify(out));
+      return;
+    }
+    if (path === '/machine/map') {
+      if (req.method !== 'POST') throw new HttpError(405, 'use POST');
+      const body = (await readJson(req)) as MapRequest;
+      await handleMap(deps, body, info.machineKey, res);
+      return;
+    }
+    if (NOT_IMPLEMENTED.has(path)) throw new HttpError(501, 'not implemented by this server');
+    throw new HttpError(404, 'not found');
+  }
+
+  server.on('sessionError', (e: Error) => log.info('control connection error', { error: e.message, ip: info.clientIp }));
+  server.on('session', (session) => {
+    session.on('error', (e: Error) => log.debug('control session error', { error: e.message }));
+  });
+  conn.on('error', (e: Error) => log.debug('noise connection error', { error: e.message, ip: info.clientIp }));
+  server.emit('connection', conn);
+}

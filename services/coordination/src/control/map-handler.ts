@@ -1,0 +1,95 @@
+// POST /machine/map. Every request first records what the client reports (disco key, endpoints, home DERP region,
+// Hostinfo). Then: Stream:true opens a long-poll stream (map-hub); Stream:false with OmitPeers is a "lite" endpoint
+// update answered with an empty 200; Stream:false without OmitPeers gets one full map and the response ends.
+import type { Http2ServerResponse } from 'node:http2';
+import { normaliseKey } from '../../../../shared/keys.ts';
+import type { Logger } from '../../../../shared/log.ts';
+import { redact } from '../../../../shared/log.ts';
+import type { NodeRecord } from '../../../../shared/model.ts';
+import type { Store } from '../state/store.ts';
+import { encodeJsonFrame } from './map-frame.ts';
+import type { MapHub } from './map-hub.ts';
+import { MIN_CAP_VERSION } from './register.ts';
+import type { MapRequest } from './tailcfg.ts';
+
+export class MapRequestError extends Error {
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.status = status;
+  }
+}
+
+/** What changed between the stored node and a map request: nothing, only fast-changing fields, or more. */
+function applyRequest(n: NodeRecord, req: MapRequest): { next: NodeRecord; change: 'none' | 'patch' | 'full' } {
+  const next = { ...n };
+  let change: 'none' | 'patch' | 'full' = 'none';
+  const disco = req.DiscoKey ? normaliseKey('discokey', req.DiscoKey) : null;
+  if (disco && disco !== n.discoKey) {
+    next.discoKey = disco;
+    change = 'patch';
+  }
+  if (Array.isArray(req.Endpoints)) {
+    const eps = req.Endpoints.filter((e): e is string => typeof e === 'string' && e.length <= 64).slice(0, 64);
+    if (JSON.stringify(eps) !== JSON.stringify(n.endpoints)) {
+      next.endpoints = eps;
+      change = 'patch';
+    }
+  }
+  if (req.Hostinfo && typeof req.Hostinfo === 'object') {
+    const derp = Number(req.Hostinfo.NetInfo?.PreferredDERP ?? 0) || 0;
+    if (derp !== n.homeDerp) {
+      next.homeDerp = derp;
+      if (change === 'none') change = 'patch';
+    }
+    const { NetInfo: _a, ...stable } = req.Hostinfo;
+    const { NetInfo: _b, ...prevStable } = (n.hostinfo ?? {}) as typeof req.Hostinfo;
+    if (JSON.stringify(stable) !== JSON.stringify(prevStable)) change = 'full';
+    next.hostinfo = req.Hostinfo as Record<string, unknown>;
+    if (typeof req.Hostinfo.Hostname === 'string' && req.Hostinfo.Hostname !== '') next.hostname = req.Hostinfo.Hostname;
+  }
+  if (req.Version !== n.capVersion) {
+    next.capVersion = req.Version;
+    if (change === 'none') change = 'patch';
+  }
+  return { next, change };
+}
+
+export async function handleMap(
+  deps: { store: Store; hub: MapHub; log: Logger },
+  req: MapRequest,
+  machineKey: string,
+  res: Http2ServerResponse,
+): Promise<void> {
+  if (typeof req !== 'object' || req === null) throw new MapRequestError(400, 'map request must be a JSON object');
+  if (typeof req.Version !== 'number' || req.Version < MIN_CAP_VERSION) {
+    throw new MapRequestError(400, `client too old (capability version ${req.Version}); this server needs ${MIN_CAP_VERSION} or newer`);
+  }
+  const nodeKey = normaliseKey('nodekey', req.NodeKey);
+  if (!nodeKey) throw new MapRequestError(400, 'NodeKey is missing or not a nodekey:<hex> value');
+  const node = await deps.store.getNodeByNodeKey(nodeKey);
+  if (!node) throw new MapRequestError(404, 'node not found; log in again (tailscale up)');
+  if (node.machineKey !== machineKey) {
+    deps.log.warn('map refused: node key used from another machine', { nodeKey: redact(nodeKey, 16) });
+    throw new MapRequestError(403, 'this node key is registered to a different machine');
+  }
+  let current = node;
+  const { change } = applyRequest(node, req);
+  if (change !== 'none') {
+    current = (await deps.store.updateNode(node.id, (n) => {
+      const r = applyRequest(n, req);
+      return r.change === 'none' ? null : r.next;
+    }, change === 'full')) ?? node;
+  }
+  if (!req.Stream) {
+    res.writeHead(200, { 'content-type': 'application/octet-stream' });
+    if (req.OmitPeers) {
+      res.end();
+      return;
+    }
+    res.end(encodeJsonFrame(deps.hub.fullMapJson(current), req.Compress === 'zstd'));
+    return;
+  }
+  res.writeHead(200, { 'content-type': 'application/octet-stream' });
+  deps.hub.open(current, res, req.Compress === 'zstd');
+}

@@ -1,0 +1,129 @@
+// One /machine/map long-poll stream: the full map first, then deltas, then keep-alives when nothing else was sent for
+// KEEPALIVE_MS (the client's watchdog fires after 120 s; many proxies cut idle streams at 60 s). Changes that arrive in
+// the same tick are coalesced into one message. A client that stops reading is disconnected once its unsent backlog
+// passes MAX_BACKLOG; it reconnects and gets a fresh full map, which is cheaper than buffering without bound.
+import type { Http2ServerResponse } from 'node:http2';
+import { encodeJsonFrame } from './map-frame.ts';
+import type { MapResponse, PeerChange, UserProfile } from './tailcfg.ts';
+
+export const KEEPALIVE_MS = 50_000;
+const MAX_BACKLOG = 8 * 1024 * 1024;
+
+export class MapSession {
+  readonly nodeId: number;
+  readonly compress: boolean;
+  private readonly res: Http2ServerResponse;
+  private keepAlive: NodeJS.Timeout | null = null;
+  private closed = false;
+  private scheduled = false;
+  // Pending deltas, keyed by peer id. Cached peer JSON strings are spliced in as-is.
+  private changed = new Map<number, string>();
+  private removed = new Set<number>();
+  private patches = new Map<number, PeerChange>();
+  private self: string | null = null;
+  private profiles = new Map<number, UserProfile>();
+  onClose: (() => void) | null = null;
+
+  constructor(nodeId: number, res: Http2ServerResponse, compress: boolean) {
+    this.nodeId = nodeId;
+    this.res = res;
+    this.compress = compress;
+    res.on('close', () => this.close());
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** Writes a message whose JSON is already built (the full map splices cached peer JSON). */
+  sendJson(json: string): void {
+    if (this.closed) return;
+    this.res.write(encodeJsonFrame(json, this.compress));
+    if (this.res.writableLength > MAX_BACKLOG) {
+      this.close();
+      return;
+    }
+    this.armKeepAlive();
+  }
+
+  send(msg: MapResponse): void {
+    this.sendJson(JSON.stringify(msg));
+  }
+
+  private armKeepAlive(): void {
+    // refresh() restarts the countdown, also on a timer that already fired (it fired through send(), which re-arms).
+    if (this.keepAlive) this.keepAlive.refresh();
+    else this.keepAlive = setTimeout(() => this.send({ KeepAlive: true }), KEEPALIVE_MS - Math.floor(Math.random() * 5000));
+  }
+
+  peerChanged(id: number, nodeJson: string): void {
+    this.removed.delete(id);
+    this.patches.delete(id);
+    this.changed.set(id, nodeJson);
+    this.schedule();
+  }
+
+  peerRemoved(id: number): void {
+    this.changed.delete(id);
+    this.patches.delete(id);
+    this.removed.add(id);
+    this.schedule();
+  }
+
+  peerPatch(p: PeerChange): void {
+    if (this.removed.has(p.NodeID)) return;
+    const prev = this.patches.get(p.NodeID);
+    this.patches.set(p.NodeID, prev ? { ...prev, ...p } : p);
+    this.schedule();
+  }
+
+  selfChanged(nodeJson: string): void {
+    this.self = nodeJson;
+    this.schedule();
+  }
+
+  /** Profiles are merged by the client, so only new or changed users need sending. */
+  userProfiles(p: UserProfile[]): void {
+    for (const u of p) this.profiles.set(u.ID, u);
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.closed) return;
+    this.scheduled = true;
+    setImmediate(() => this.flush());
+  }
+
+  private flush(): void {
+    this.scheduled = false;
+    if (this.closed) return;
+    const parts: string[] = [];
+    if (this.self !== null) parts.push(`"Node":${this.self}`);
+    if (this.changed.size > 0) parts.push(`"PeersChanged":[${[...this.changed.values()].join(',')}]`);
+    if (this.removed.size > 0) parts.push(`"PeersRemoved":${JSON.stringify([...this.removed])}`);
+    // A patch for a peer sent whole in this message is redundant.
+    const patches = [...this.patches.values()].filter((p) => !this.changed.has(p.NodeID));
+    if (patches.length > 0) parts.push(`"PeersChangedPatch":${JSON.stringify(patches)}`);
+    if (this.profiles.size > 0) parts.push(`"UserProfiles":${JSON.stringify([...this.profiles.values()])}`);
+    this.self = null;
+    this.changed.clear();
+    this.removed.clear();
+    this.patches.clear();
+    this.profiles.clear();
+    if (parts.length > 0) this.sendJson(`{${parts.join(',')}}`);
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.keepAlive) clearTimeout(this.keepAlive);
+    if (!this.res.writableEnded) {
+      try {
+        this.res.stream.close();
+      } catch {
+        // the stream is already gone
+      }
+    }
+    this.onClose?.();
+  }
+}

@@ -1,0 +1,365 @@
+// Persistence: the only module that talks to Redis about users, nodes, pre-auth keys and pending registrations. Every
+// write publishes a ChangeEvent on K.changes, so every map session (in this process or another instance), the relay
+// and the console learn of it. Indices are Redis hashes claimed with HSETNX, which is what keeps addresses, names and
+// keys unique under concurrent registrations.
+import crypto from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { encodeChange, type ChangeEvent } from '../../../../shared/changes.ts';
+import type { NodeRecord, PendingAuth, PreAuthKeyRecord, UserRecord } from '../../../../shared/model.ts';
+import { K } from '../../../../shared/redis-keys.ts';
+import { candidateV4, v6For } from './ip-alloc.ts';
+import { labelCandidate, sanitiseLabel } from './names.ts';
+
+/** An error whose message is meant for the user or operator, with an HTTP-ish status. */
+export class StateError extends Error {
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.status = status;
+  }
+}
+
+const PENDING_TTL_S = 30 * 60;
+const pendingKey = (authId: string) => `hse:pending:${authId}`;
+const PENDING_INDEX = 'hse:pendingidx';
+const IP_SEQ = 'hse:seq:ip';
+/** Hash: single-use pre-auth key id -> time it was used. */
+const AUTHKEY_USED = 'hse:authkeys:used';
+
+function parse<T>(s: string | null | undefined): T | null {
+  if (s === null || s === undefined) return null;
+  return JSON.parse(s) as T;
+}
+
+export class Store {
+  readonly redis: Redis;
+  private readonly locks = new Map<number, Promise<void>>();
+  constructor(redis: Redis) {
+    this.redis = redis;
+  }
+
+  async publish(e: ChangeEvent): Promise<void> {
+    await this.redis.publish(K.changes, encodeChange(e));
+  }
+
+  // ---- users -------------------------------------------------------------------------------------------------
+
+  async listUsers(): Promise<UserRecord[]> {
+    const all = await this.redis.hvals(K.users);
+    return all.map((s) => JSON.parse(s) as UserRecord).sort((a, b) => a.id - b.id);
+  }
+
+  async getUser(id: number): Promise<UserRecord | null> {
+    return parse<UserRecord>(await this.redis.hget(K.users, String(id)));
+  }
+
+  async getUserByName(name: string): Promise<UserRecord | null> {
+    const id = await this.redis.hget(K.userByName, name.toLowerCase());
+    return id === null ? null : this.getUser(Number(id));
+  }
+
+  async createUser(name: string, displayName?: string): Promise<UserRecord> {
+    const n = name.trim().toLowerCase();
+    if (!/^[a-z0-9][a-z0-9._@-]{0,62}$/.test(n)) {
+      throw new StateError(400, 'a user name is 1 to 63 characters: lowercase letters, digits and . _ @ -, starting with a letter or digit');
+    }
+    const id = await this.redis.incr(K.userSeq);
+    if ((await this.redis.hsetnx(K.userByName, n, String(id))) === 0) throw new StateError(409, `user "${n}" already exists`);
+    const u: UserRecord = { id, name: n, displayName: displayName?.trim() || n, created: new Date().toISOString() };
+    await this.redis.hset(K.users, String(id), JSON.stringify(u));
+    await this.publish({ kind: 'user.change', userId: id });
+    return u;
+  }
+
+  async renameUser(id: number, newName: string): Promise<UserRecord> {
+    const u = await this.getUser(id);
+    if (!u) throw new StateError(404, `no user with id ${id}`);
+    const n = newName.trim().toLowerCase();
+    if (!/^[a-z0-9][a-z0-9._@-]{0,62}$/.test(n)) {
+      throw new StateError(400, 'a user name is 1 to 63 characters: lowercase letters, digits and . _ @ -, starting with a letter or digit');
+    }
+    if (n === u.name) return u;
+    if ((await this.redis.hsetnx(K.userByName, n, String(id))) === 0) throw new StateError(409, `user "${n}" already exists`);
+    await this.redis.hdel(K.userByName, u.name);
+    const next: UserRecord = { ...u, name: n, displayName: u.displayName === u.name ? n : u.displayName };
+    await this.redis.hset(K.users, String(id), JSON.stringify(next));
+    await this.publish({ kind: 'user.change', userId: id });
+    return next;
+  }
+
+  async deleteUser(id: number): Promise<UserRecord> {
+    const u = await this.getUser(id);
+    if (!u) throw new StateError(404, `no user with id ${id}`);
+    const owned = (await this.listNodes()).filter((n) => n.userId === id);
+    if (owned.length > 0) {
+      throw new StateError(409, `user "${u.name}" still owns ${owned.length} machine(s); delete them or move them to another user first`);
+    }
+    await this.redis.multi().hdel(K.users, String(id)).hdel(K.userByName, u.name).exec();
+    await this.publish({ kind: 'user.change', userId: id });
+    return u;
+  }
+
+  // ---- nodes -------------------------------------------------------------------------------------------------
+
+  async listNodes(): Promise<NodeRecord[]> {
+    const all = await this.redis.hvals(K.nodes);
+    return all.map((s) => JSON.parse(s) as NodeRecord).sort((a, b) => a.id - b.id);
+  }
+
+  async getNode(id: number): Promise<NodeRecord | null> {
+    return parse<NodeRecord>(await this.redis.hget(K.nodes, String(id)));
+  }
+
+  async getNodeByNodeKey(nodeKey: string): Promise<NodeRecord | null> {
+    const id = await this.redis.hget(K.nodeByNodeKey, nodeKey);
+    return id === null ? null : this.getNode(Number(id));
+  }
+
+  async getNodeByMachineKey(machineKey: string): Promise<NodeRecord | null> {
+    const id = await this.redis.hget(K.nodeByMachineKey, machineKey);
+    return id === null ? null : this.getNode(Number(id));
+  }
+
+  /** Claims the next free IPv4 address for `nodeId`. */
+  private async allocateIPv4(nodeId: number): Promise<string> {
+    for (let tries = 0; tries < 4096; tries++) {
+      const v4 = candidateV4(await this.redis.incr(IP_SEQ));
+      if (v4 === null) continue;
+      if ((await this.redis.hsetnx(K.nodeByIPv4, v4, String(nodeId))) === 1) return v4;
+    }
+    throw new StateError(503, 'no free address found in 100.64.0.0/10');
+  }
+
+  /** Claims a unique MagicDNS label derived from `wanted` for `nodeId`. */
+  private async claimName(wanted: string, nodeId: number): Promise<string> {
+    const base = sanitiseLabel(wanted);
+    for (let n = 0; n < 10_000; n++) {
+      const label = labelCandidate(base, n);
+      if ((await this.redis.hsetnx(K.nodeByName, label, String(nodeId))) === 1) return label;
+      if ((await this.redis.hget(K.nodeByName, label)) === String(nodeId)) return label;
+    }
+    throw new StateError(409, `no free name for "${base}"`);
+  }
+
+  /** Creates a node with a fresh id, address and name. The machine key must not be registered yet. */
+  async createNode(fields: Omit<NodeRecord, 'id' | 'stableId' | 'givenName' | 'ipv4' | 'ipv6' | 'created' | 'lastSeen'>): Promise<NodeRecord> {
+    const id = await this.redis.incr(K.nodeSeq);
+    if ((await this.redis.hsetnx(K.nodeByMachineKey, fields.machineKey, String(id))) === 0) {
+      throw new StateError(409, 'this machine is already registered');
+    }
+    const ipv4 = await this.allocateIPv4(id);
+    const givenName = await this.claimName(fields.hostname, id);
+    const node: NodeRecord = {
+      ...fields,
+      id,
+      stableId: `n${crypto.randomBytes(8).toString('hex')}`,
+      givenName,
+      ipv4,
+      ipv6: v6For(ipv4),
+      created: new Date().toISOString(),
+      lastSeen: null,
+    };
+    await this.redis.multi().hset(K.nodes, String(id), JSON.stringify(node)).hset(K.nodeByNodeKey, node.nodeKey, String(id)).exec();
+    await this.publish({ kind: 'node.upsert', nodeId: id, full: true });
+    return node;
+  }
+
+  /**
+   * Writes a changed node and keeps the node-key index in step. `full` tells map sessions whether peers need the
+   * whole node again (PeersChanged) or only a patch (endpoints, DERP region, online state).
+   */
+  async saveNode(node: NodeRecord, prev: NodeRecord, full: boolean): Promise<void> {
+    const m = this.redis.multi().hset(K.nodes, String(node.id), JSON.stringify(node));
+    if (node.nodeKey !== prev.nodeKey) m.hdel(K.nodeByNodeKey, prev.nodeKey).hset(K.nodeByNodeKey, node.nodeKey, String(node.id));
+    await m.exec();
+    if (node.nodeKey !== prev.nodeKey) {
+      await this.publish({ kind: 'node.keyrotate', nodeId: node.id, oldNodeKey: prev.nodeKey, nodeKey: node.nodeKey });
+    }
+    await this.publish({ kind: 'node.upsert', nodeId: node.id, full });
+  }
+
+  /**
+   * Read-modify-write of one node, serialised per node within this process so that concurrent updates (a map
+   * request's endpoints, the stream closing, an operator's rename) do not overwrite each other. `change` returns the
+   * new record, or null for "no change".
+   */
+  async updateNode(id: number, change: (n: NodeRecord) => NodeRecord | null, full: boolean, publish = true): Promise<NodeRecord | null> {
+    const prevLock = this.locks.get(id) ?? Promise.resolve();
+    let release!: () => void;
+    const lock = new Promise<void>((r) => (release = r));
+    const chained = prevLock.then(() => lock);
+    this.locks.set(id, chained);
+    await prevLock;
+    try {
+      const node = await this.getNode(id);
+      if (!node) return null;
+      const next = change(structuredClone(node));
+      if (next === null) return node;
+      if (publish) await this.saveNode(next, node, full);
+      else await this.redis.hset(K.nodes, String(id), JSON.stringify(next));
+      return next;
+    } finally {
+      release();
+      if (this.locks.get(id) === chained) this.locks.delete(id);
+    }
+  }
+
+  async setLastSeen(id: number, when: string): Promise<void> {
+    await this.updateNode(id, (n) => ({ ...n, lastSeen: when }), false, false);
+  }
+
+  async renameNode(id: number, wanted: string): Promise<NodeRecord> {
+    const node = await this.getNode(id);
+    if (!node) throw new StateError(404, `no machine with id ${id}`);
+    if (wanted === node.givenName) return node;
+    if ((await this.redis.hsetnx(K.nodeByName, wanted, String(id))) === 0) {
+      throw new StateError(409, `the name "${wanted}" is taken by another machine`);
+    }
+    await this.redis.hdel(K.nodeByName, node.givenName);
+    return (await this.updateNode(id, (n) => ({ ...n, givenName: wanted }), true)) ?? node;
+  }
+
+  async deleteNode(id: number): Promise<NodeRecord> {
+    const node = await this.getNode(id);
+    if (!node) throw new StateError(404, `no machine with id ${id}`);
+    await this.redis
+      .multi()
+      .hdel(K.nodes, String(id))
+      .hdel(K.nodeByNodeKey, node.nodeKey)
+      .hdel(K.nodeByMachineKey, node.machineKey)
+      .hdel(K.nodeByName, node.givenName)
+      .hdel(K.nodeByIPv4, node.ipv4)
+      .hdel(K.presence, String(id))
+      .exec();
+    await this.publish({ kind: 'node.delete', nodeId: id, nodeKey: node.nodeKey });
+    return node;
+  }
+
+  // ---- pre-auth keys -----------------------------------------------------------------------------------------
+
+  async createPreAuthKey(opts: { userId: number; reusable: boolean; ephemeral: boolean; expiration: Date; createdBy: string }): Promise<{ key: string; record: PreAuthKeyRecord }> {
+    if (!(await this.getUser(opts.userId))) throw new StateError(404, `no user with id ${opts.userId}`);
+    const id = await this.redis.incr(K.authKeySeq);
+    const prefix = `hse-auth-${crypto.randomBytes(6).toString('hex')}`;
+    const key = `${prefix}-${crypto.randomBytes(24).toString('base64url')}`;
+    const record: PreAuthKeyRecord = {
+      id,
+      prefix,
+      hash: sha256(key),
+      userId: opts.userId,
+      reusable: opts.reusable,
+      ephemeral: opts.ephemeral,
+      used: false,
+      created: new Date().toISOString(),
+      expiration: opts.expiration.toISOString(),
+      createdBy: opts.createdBy,
+    };
+    await this.redis.multi().hset(K.preAuthKeys, String(id), JSON.stringify(record)).hset(K.preAuthKeyByHash, prefix, String(id)).exec();
+    return { key, record };
+  }
+
+  async listPreAuthKeys(): Promise<PreAuthKeyRecord[]> {
+    const [all, used] = await Promise.all([this.redis.hvals(K.preAuthKeys), this.redis.hgetall(AUTHKEY_USED)]);
+    return all
+      .map((s) => JSON.parse(s) as PreAuthKeyRecord)
+      .map((k) => ({ ...k, used: used[String(k.id)] !== undefined }))
+      .sort((a, b) => a.id - b.id);
+  }
+
+  async getPreAuthKey(id: number): Promise<PreAuthKeyRecord | null> {
+    const [rec, used] = await Promise.all([this.redis.hget(K.preAuthKeys, String(id)), this.redis.hexists(AUTHKEY_USED, String(id))]);
+    const k = parse<PreAuthKeyRecord>(rec);
+    return k && { ...k, used: used === 1 };
+  }
+
+  async expirePreAuthKey(id: number): Promise<PreAuthKeyRecord> {
+    const k = await this.getPreAuthKey(id);
+    if (!k) throw new StateError(404, `no pre-auth key with id ${id}`);
+    const next = { ...k, expiration: new Date().toISOString() };
+    await this.redis.hset(K.preAuthKeys, String(id), JSON.stringify(next));
+    return next;
+  }
+
+  /**
+   * Finds a pre-auth key by its text and checks it may be used now. A single-use key is consumed atomically (WATCH
+   * on the record), so two devices racing with the same key cannot both get in.
+   */
+  async usePreAuthKey(key: string): Promise<PreAuthKeyRecord> {
+    const m = /^(hse-auth-[0-9a-f]{12})-[A-Za-z0-9_-]{32}$/.exec(key);
+    const id = m ? await this.redis.hget(K.preAuthKeyByHash, m[1]) : null;
+    const record = id === null ? null : await this.getPreAuthKey(Number(id));
+    if (!record || !timingSafeEqualHex(record.hash, sha256(key))) throw new StateError(401, 'invalid pre-auth key');
+    if (Date.parse(record.expiration) <= Date.now()) throw new StateError(401, 'pre-auth key expired; ask an administrator for a new one');
+    if (record.reusable) return record;
+    // HSETNX is the atomic "first one wins" that makes a single-use key register exactly one device.
+    if ((await this.redis.hsetnx(AUTHKEY_USED, String(record.id), new Date().toISOString())) === 0) {
+      throw new StateError(401, 'pre-auth key already used; single-use keys register one device');
+    }
+    return { ...record, used: true };
+  }
+
+  // ---- pending interactive registrations ----------------------------------------------------------------------
+
+  async createPending(p: Omit<PendingAuth, 'authId' | 'status' | 'created'>): Promise<PendingAuth> {
+    const pending: PendingAuth = { ...p, authId: crypto.randomBytes(18).toString('base64url'), status: 'pending', created: new Date().toISOString() };
+    await this.redis
+      .multi()
+      .set(pendingKey(pending.authId), JSON.stringify(pending), 'EX', PENDING_TTL_S)
+      .zadd(PENDING_INDEX, Date.now(), pending.authId)
+      .exec();
+    await this.publish({ kind: 'pending.change', authId: pending.authId });
+    return pending;
+  }
+
+  async getPending(authId: string): Promise<PendingAuth | null> {
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(authId)) return null;
+    return parse<PendingAuth>(await this.redis.get(pendingKey(authId)));
+  }
+
+  async listPending(): Promise<PendingAuth[]> {
+    await this.redis.zremrangebyscore(PENDING_INDEX, '-inf', Date.now() - PENDING_TTL_S * 1000);
+    const ids = await this.redis.zrange(PENDING_INDEX, 0, -1);
+    if (ids.length === 0) return [];
+    const vals = await this.redis.mget(ids.map(pendingKey));
+    return vals.filter((v): v is string => v !== null).map((v) => JSON.parse(v) as PendingAuth).filter((p) => p.status === 'pending');
+  }
+
+  async decidePending(p: PendingAuth): Promise<void> {
+    await this.redis.set(pendingKey(p.authId), JSON.stringify(p), 'KEEPTTL');
+    if (p.status !== 'pending') await this.redis.zrem(PENDING_INDEX, p.authId);
+    await this.publish({ kind: 'pending.change', authId: p.authId });
+  }
+
+  // ---- presence ----------------------------------------------------------------------------------------------
+
+  /** Marks nodes online for `ttlMs` on behalf of `instance`; refreshed while their streams are open. */
+  async touchPresence(nodeIds: number[], instance: string, ttlMs: number): Promise<void> {
+    if (nodeIds.length === 0) return;
+    const until = Date.now() + ttlMs;
+    const args: string[] = [];
+    for (const id of nodeIds) args.push(String(id), `${instance}:${until}`);
+    await this.redis.hset(K.presence, ...args);
+  }
+
+  async clearPresence(nodeId: number): Promise<void> {
+    await this.redis.hdel(K.presence, String(nodeId));
+  }
+
+  /** Node ids whose presence has not expired. */
+  async onlineNodeIds(now = Date.now()): Promise<Set<number>> {
+    const all = await this.redis.hgetall(K.presence);
+    const out = new Set<number>();
+    for (const [id, v] of Object.entries(all)) if (Number(v.split(':').pop()) > now) out.add(Number(id));
+    return out;
+  }
+}
+
+export function sha256(s: string): string {
+  return crypto.createHash('sha256').update(s).digest('hex');
+}
+
+export function timingSafeEqualHex(a: string, b: string): boolean {
+  const x = Buffer.from(a, 'hex');
+  const y = Buffer.from(b, 'hex');
+  return x.length === y.length && crypto.timingSafeEqual(x, y);
+}

@@ -1,0 +1,120 @@
+// Client of the coordination service's admin API (services/coordination/src/admin/admin-server.ts), used by the
+// console and the `hse` CLI. Every call says who acts and from which client address, for the activity log.
+import http from 'node:http';
+import type { NodeView, PendingAuth, PreAuthKeyView, UserRecord } from './model.ts';
+
+export class AdminError extends Error {
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.status = status;
+  }
+}
+
+export interface Actor {
+  /** Console account name, or "cli". */
+  actor: string;
+  /** Client address as the router resolved it; "" for the CLI. */
+  ip: string;
+}
+
+export type UserView = UserRecord & { machines: number };
+
+export class AdminClient {
+  readonly socketPath: string;
+  constructor(socketPath: string) {
+    this.socketPath = socketPath;
+  }
+
+  request<T>(method: string, path: string, who: Actor, body?: unknown): Promise<T> {
+    const data = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+    return new Promise<T>((resolve, reject) => {
+      const req = http.request(
+        {
+          socketPath: this.socketPath,
+          method,
+          path,
+          headers: {
+            'x-hse-actor': who.actor,
+            'x-hse-client-ip': who.ip,
+            ...(data ? { 'content-type': 'application/json', 'content-length': data.length } : {}),
+          },
+          timeout: 15_000,
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            let parsed: unknown;
+            try {
+              parsed = JSON.parse(text);
+            } catch {
+              reject(new AdminError(502, `coordination service answered ${res.statusCode} with a non-JSON body`));
+              return;
+            }
+            if ((res.statusCode ?? 500) >= 400) reject(new AdminError(res.statusCode ?? 500, (parsed as { error?: string }).error ?? 'request failed'));
+            else resolve(parsed as T);
+          });
+        },
+      );
+      req.on('timeout', () => req.destroy(new Error('timed out')));
+      req.on('error', (e: NodeJS.ErrnoException) =>
+        reject(new AdminError(503, e.code === 'ENOENT' || e.code === 'ECONNREFUSED' ? 'the coordination service is not running' : `coordination service unreachable: ${e.message}`)),
+      );
+      req.end(data);
+    });
+  }
+
+  listUsers(who: Actor) {
+    return this.request<UserView[]>('GET', '/v1/users', who);
+  }
+  createUser(who: Actor, name: string, displayName?: string) {
+    return this.request<UserRecord>('POST', '/v1/users', who, { name, displayName });
+  }
+  renameUser(who: Actor, id: number, name: string) {
+    return this.request<UserRecord>('PATCH', `/v1/users/${id}`, who, { name });
+  }
+  deleteUser(who: Actor, id: number) {
+    return this.request<UserRecord>('DELETE', `/v1/users/${id}`, who);
+  }
+  listPreAuthKeys(who: Actor) {
+    return this.request<PreAuthKeyView[]>('GET', '/v1/preauthkeys', who);
+  }
+  createPreAuthKey(who: Actor, opts: { user: string | number; reusable?: boolean; ephemeral?: boolean; expiresInSeconds?: number }) {
+    return this.request<PreAuthKeyView & { key: string }>('POST', '/v1/preauthkeys', who, opts);
+  }
+  expirePreAuthKey(who: Actor, id: number) {
+    return this.request<PreAuthKeyView>('POST', `/v1/preauthkeys/${id}/expire`, who);
+  }
+  listNodes(who: Actor) {
+    return this.request<NodeView[]>('GET', '/v1/nodes', who);
+  }
+  getNode(who: Actor, id: number) {
+    return this.request<NodeView>('GET', `/v1/nodes/${id}`, who);
+  }
+  renameNode(who: Actor, id: number, name: string) {
+    return this.request<NodeView>('POST', `/v1/nodes/${id}/rename`, who, { name });
+  }
+  expireNode(who: Actor, id: number) {
+    return this.request<NodeView>('POST', `/v1/nodes/${id}/expire`, who);
+  }
+  moveNode(who: Actor, id: number, user: string | number) {
+    return this.request<NodeView>('POST', `/v1/nodes/${id}/user`, who, { user });
+  }
+  deleteNode(who: Actor, id: number) {
+    return this.request<NodeView>('DELETE', `/v1/nodes/${id}`, who);
+  }
+  listPending(who: Actor) {
+    return this.request<PendingAuth[]>('GET', '/v1/pending', who);
+  }
+  getPending(who: Actor, authId: string) {
+    return this.request<PendingAuth>('GET', `/v1/pending/${encodeURIComponent(authId)}`, who);
+  }
+  approve(who: Actor, authId: string, user: string | number) {
+    return this.request<NodeView>('POST', `/v1/pending/${encodeURIComponent(authId)}/approve`, who, { user });
+  }
+  reject(who: Actor, authId: string) {
+    return this.request<PendingAuth>('POST', `/v1/pending/${encodeURIComponent(authId)}/reject`, who);
+  }
+}
