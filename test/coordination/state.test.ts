@@ -1,0 +1,108 @@
+// The state layer against a real redis-server: addresses and names stay unique under concurrent registrations,
+// single-use keys register exactly one device, and re-registration keeps identity.
+import test from 'ava';
+import fc from 'fast-check';
+import { Store } from '../../services/coordination/src/state/store.ts';
+import { candidateV4, v6For } from '../../services/coordination/src/state/ip-alloc.ts';
+import { labelCandidate, sanitiseLabel } from '../../services/coordination/src/state/names.ts';
+import { startRedis, type TestRedis } from '../harness/redis.ts';
+
+let redis: TestRedis;
+test.before(async () => {
+  redis = await startRedis();
+});
+test.after.always(async () => {
+  await redis?.stop();
+});
+
+const key = (n: number, prefix = 'nodekey') => `${prefix}:${n.toString(16).padStart(64, '0')}`;
+
+function nodeFields(i: number, userId: number) {
+  return {
+    userId,
+    machineKey: key(i, 'mkey'),
+    nodeKey: key(i),
+    discoKey: '',
+    hostname: 'laptop',
+    hostinfo: null,
+    endpoints: [],
+    homeDerp: 0,
+    capVersion: 130,
+    expiry: null,
+    ephemeral: false,
+    authKeyId: null,
+    registeredBy: 'authkey' as const,
+  };
+}
+
+test.serial('concurrent registrations get distinct addresses and names', async (t) => {
+  const store = new Store(redis.client());
+  const u = await store.createUser('alice');
+  const nodes = await Promise.all(Array.from({ length: 60 }, (_, i) => store.createNode(nodeFields(1000 + i, u.id))));
+  t.is(new Set(nodes.map((n) => n.ipv4)).size, 60);
+  t.is(new Set(nodes.map((n) => n.ipv6)).size, 60);
+  t.is(new Set(nodes.map((n) => n.givenName)).size, 60);
+  t.true(nodes.some((n) => n.givenName === 'laptop'));
+  t.true(nodes.some((n) => n.givenName === 'laptop-1'));
+  for (const n of nodes) t.regex(n.ipv4, /^100\.(6[4-9]|[7-9]\d|1[01]\d|12[0-7])\.\d+\.\d+$/);
+  // A second registration of the same machine is refused at the store level (the registrar re-keys instead).
+  await t.throwsAsync(() => store.createNode(nodeFields(1000, u.id)), { message: /already registered/ });
+});
+
+test.serial('a single-use key registers exactly one device, even when raced', async (t) => {
+  const store = new Store(redis.client());
+  const u = await store.createUser('bob');
+  const { key: k } = await store.createPreAuthKey({ userId: u.id, reusable: false, ephemeral: false, expiration: new Date(Date.now() + 60_000), createdBy: 'test' });
+  const results = await Promise.allSettled(Array.from({ length: 10 }, () => store.usePreAuthKey(k)));
+  t.is(results.filter((r) => r.status === 'fulfilled').length, 1);
+  const rejected = results.filter((r) => r.status === 'rejected') as PromiseRejectedResult[];
+  t.regex(String(rejected[0].reason.message), /already used/);
+  const listed = (await store.listPreAuthKeys()).find((x) => x.userId === u.id)!;
+  t.true(listed.used);
+});
+
+test.serial('expired, unknown and tampered keys are refused with a reason', async (t) => {
+  const store = new Store(redis.client());
+  const u = await store.createUser('carol');
+  const { key: k, record } = await store.createPreAuthKey({ userId: u.id, reusable: true, ephemeral: false, expiration: new Date(Date.now() + 60_000), createdBy: 'test' });
+  t.is((await store.usePreAuthKey(k)).id, record.id);
+  t.is((await store.usePreAuthKey(k)).id, record.id, 'reusable keys work twice');
+  await t.throwsAsync(() => store.usePreAuthKey(k.slice(0, -1) + (k.endsWith('A') ? 'B' : 'A')), { message: /invalid pre-auth key/ });
+  await t.throwsAsync(() => store.usePreAuthKey('nonsense'), { message: /invalid pre-auth key/ });
+  await store.expirePreAuthKey(record.id);
+  await t.throwsAsync(() => store.usePreAuthKey(k), { message: /expired/ });
+});
+
+test.serial('deleting a user that owns machines is refused with a clear message', async (t) => {
+  const store = new Store(redis.client());
+  const u = await store.createUser('dave');
+  const n = await store.createNode(nodeFields(5000, u.id));
+  await t.throwsAsync(() => store.deleteUser(u.id), { message: /still owns 1 machine/ });
+  await store.deleteNode(n.id);
+  await t.notThrowsAsync(() => store.deleteUser(u.id));
+  t.is(await store.getNodeByNodeKey(n.nodeKey), null);
+});
+
+test('address candidates stay inside 100.64.0.0/10 and skip reserved ranges', (t) => {
+  fc.assert(
+    fc.property(fc.integer({ min: 1, max: 2 ** 31 }), (c) => {
+      const v4 = candidateV4(c);
+      if (v4 === null) return true;
+      const [a, b, , d] = v4.split('.').map(Number);
+      return a === 100 && b >= 64 && b <= 127 && d !== 0 && d !== 255 && !v4.startsWith('100.100.100.') && v6For(v4).startsWith('fd7a:115c:a1e0:');
+    }),
+  );
+  t.is(candidateV4(1), '100.64.0.1');
+  t.is(v6For('100.64.0.1'), 'fd7a:115c:a1e0::1');
+});
+
+test('MagicDNS labels are DNS-safe and their alternatives stay within 63 characters', (t) => {
+  fc.assert(
+    fc.property(fc.string({ maxLength: 200 }), fc.nat(10_000), (s, n) => {
+      const l = labelCandidate(sanitiseLabel(s), n);
+      return /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/.test(l) && l.length <= 63;
+    }),
+  );
+  t.is(sanitiseLabel("Bob's MacBook Pro"), 'bob-s-macbook-pro');
+  t.is(sanitiseLabel('---'), 'node');
+});
