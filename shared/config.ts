@@ -35,6 +35,10 @@ export interface Config {
   stunPort: number;
   /** Host clients send STUN to when it differs from the public URL's host (proxy on another machine). */
   stunHost: string | null;
+  /** Addresses the STUN server binds (HSE_STUN_LISTEN); by default every IPv4 and every IPv6 interface. */
+  stunListen: string[];
+  /** Packets held per DERP client while its connection is slow (HSE_DERP_SEND_QUEUE_DEPTH); then the oldest is dropped. */
+  derpSendQueueDepth: number;
   /** Region id/code/name of our own relay in the DERP map. */
   derpRegionId: number;
   derpRegionCode: string;
@@ -115,6 +119,23 @@ function bindAddress(env: Env, name: string, dflt: string): string {
     throw new ConfigError(name, `"${v}" is not an IP address to bind to (for example 127.0.0.1, 0.0.0.0 or ::1)`);
   }
   return bare;
+}
+
+// STUN answers must leave from the address the client sent to, or a NAT on the way drops them; on a host with several
+// addresses the operator lists the public one(s). Each entry is a literal IP, IPv4 or IPv6.
+function listenAddresses(env: Env, name: string, dflt: string[]): string[] {
+  const v = get(env, name);
+  if (v === undefined) return dflt;
+  const out: string[] = [];
+  for (const entry of splitList(v)) {
+    const bare = entry.startsWith('[') && entry.endsWith(']') ? entry.slice(1, -1) : entry;
+    if (!ipaddr.isValid(bare) || (!bare.includes(':') && !ipaddr.IPv4.isValidFourPartDecimal(bare))) {
+      throw new ConfigError(name, `"${entry}" is not an IP address to bind to (list addresses like 0.0.0.0, ::, 192.0.2.10 or 2001:db8::10, separated by commas)`);
+    }
+    out.push(bare);
+  }
+  if (out.length === 0) throw new ConfigError(name, 'is empty; leave it unset to listen on every interface');
+  return out;
 }
 
 function publicUrl(env: Env): URL {
@@ -247,6 +268,9 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
     derpVerifyClients: bool(env, 'HSE_DERP_VERIFY_CLIENTS', true),
     stunPort: port(env, 'HSE_STUN_PORT', 3478),
     stunHost: hostName(env, 'HSE_STUN_HOST'),
+    stunListen: listenAddresses(env, 'HSE_STUN_LISTEN', ['0.0.0.0', '::']),
+    // 32 is what Tailscale's own relays hold: enough for a burst, small enough that a stalled client costs little.
+    derpSendQueueDepth: positiveInt(env, 'HSE_DERP_SEND_QUEUE_DEPTH', 32, 4096),
     derpRegionId: regionId,
     derpRegionCode: get(env, 'HSE_DERP_REGION_CODE') ?? 'hse',
     derpRegionName: get(env, 'HSE_DERP_REGION_NAME') ?? 'Self-hosted relay',
