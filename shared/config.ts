@@ -29,6 +29,11 @@ export interface Config {
   proxyBind: string;
   /** Address the router listens on: HSE_LISTEN_ADDRESS, else HSE_PROXY_BIND. The container sets 0.0.0.0. */
   listenAddress: string;
+  /**
+   * Seconds a client gets to send a complete request head to the router. The only clock on client traffic: bodies,
+   * long-polls and tunnels have none, so this alone cuts off slow-header (slowloris) connections.
+   */
+  headerTimeoutSeconds: number;
   derpMode: DerpMode;
   /** Only node keys registered here may use the relay. */
   derpVerifyClients: boolean;
@@ -264,6 +269,7 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
     tlsHttpPort: port(env, 'HSE_TLS_HTTP_PORT', 80),
     proxyBind,
     listenAddress: get(env, 'HSE_LISTEN_ADDRESS') === undefined ? proxyBind : bindAddress(env, 'HSE_LISTEN_ADDRESS', proxyBind),
+    headerTimeoutSeconds: positiveInt(env, 'HSE_HEADER_TIMEOUT', 30, 3600),
     derpMode: derpModeRaw,
     derpVerifyClients: bool(env, 'HSE_DERP_VERIFY_CLIENTS', true),
     stunPort: port(env, 'HSE_STUN_PORT', 3478),
