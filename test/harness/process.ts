@@ -1,6 +1,7 @@
 // Runs one of the project's processes (router, a service) as a real child process with its own environment, and
 // keeps its output so a failing test can show it.
 import { spawn, type ChildProcess } from 'node:child_process';
+import dgram from 'node:dgram';
 import net from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -15,7 +16,8 @@ export interface Proc {
   output(): string;
   waitFor(re: RegExp, ms?: number): Promise<RegExpMatchArray>;
   exited(): Promise<number | null>;
-  stop(signal?: NodeJS.Signals): Promise<number | null>;
+  /** Sends `signal` (SIGTERM by default); a process still running after `killAfterMs` is killed with SIGKILL. */
+  stop(signal?: NodeJS.Signals, killAfterMs?: number): Promise<number | null>;
 }
 
 export function runProcess(script: string, env: Record<string, string | undefined>): Proc {
@@ -41,9 +43,14 @@ export function runProcess(script: string, env: Record<string, string | undefine
       throw new Error(`process ${script} did not print ${re} within ${ms} ms; output:\n${out}`);
     },
     exited: () => exit,
-    async stop(signal = 'SIGTERM') {
+    async stop(signal = 'SIGTERM', killAfterMs = 20_000) {
       if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
-      return exit;
+      const timer = setTimeout(() => proc.kill('SIGKILL'), killAfterMs);
+      try {
+        return await exit;
+      } finally {
+        clearTimeout(timer);
+      }
     },
   };
 }
@@ -55,6 +62,18 @@ export async function freePort(host = '127.0.0.1'): Promise<number> {
     s.once('error', reject);
     s.listen(0, host, () => {
       const p = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(p));
+    });
+  });
+}
+
+/** A free UDP port on loopback (bound then released), e.g. for HSE_STUN_PORT. */
+export async function freeUdpPort(host = '127.0.0.1'): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = dgram.createSocket(host.includes(':') ? 'udp6' : 'udp4');
+    s.once('error', reject);
+    s.bind(0, host, () => {
+      const p = s.address().port;
       s.close(() => resolve(p));
     });
   });
