@@ -1,0 +1,112 @@
+// The console as a Koa application: middleware order and routes. Everything it needs is passed in (main.ts wires the
+// real Redis connections), so the order below is the whole request pipeline:
+//   errors -> security headers -> cookie security -> static files -> readiness -> session -> routes -> 404
+import Router from '@koa/router';
+import type { Redis } from 'ioredis';
+import Koa, { type Context, type Next } from 'koa';
+import session from 'koa-session';
+import { record as recordActivity } from '../../../shared/activity.ts';
+import type { Config } from '../../../shared/config.ts';
+import type { Logger } from '../../../shared/log.ts';
+import { logsRoutes } from './activity/logs-routes.ts';
+import { streamRoute } from './activity/stream-route.ts';
+import type { ActivityTail } from './activity/tail.ts';
+import { Accounts } from './auth/accounts.ts';
+import { loginRoutes, type RecordActivity } from './auth/login-routes.ts';
+import { requireSession, type ConsoleState } from './auth/require-session.ts';
+import { currentSession, loginCookieName, sessionOptions } from './auth/session.ts';
+import { SigninLimiter } from './auth/signin-limit.ts';
+import { errorHandler, PageError, STORE_UNAVAILABLE } from './errors.ts';
+import { clientAddress } from './request/client-address.ts';
+import { readForm } from './request/form-body.ts';
+import { publicUrl } from './request/public-url.ts';
+import { contentSecurityPolicy, securityHeaders } from './security/headers.ts';
+import { serveStatic } from './static-files.ts';
+import { homePath } from './views/nav.ts';
+
+export interface ConsoleDeps {
+  cfg: Config;
+  log: Logger;
+  redis: Redis;
+  tail: ActivityTail;
+}
+
+export interface ConsoleApp {
+  app: Koa;
+  accounts: Accounts;
+  /** Called by main once the cookie key is loaded and the first administrator exists; until then pages answer 503. */
+  setReady(cookieKeys: string[]): void;
+}
+
+export function createConsole(d: ConsoleDeps): ConsoleApp {
+  const { cfg, log, redis } = d;
+  const app = new Koa();
+  // The client address comes only from the router's header (request/client-address.ts); Koa's own X-Forwarded-*
+  // handling stays off so nothing else can be believed by accident.
+  app.proxy = false;
+  // Koa would log every error to stderr on its own; errors.ts already logs what matters, once.
+  app.silent = true;
+  let ready = false;
+
+  const accounts = new Accounts(redis);
+  const clientIp = (ctx: Context) => clientAddress(ctx.req.headers);
+  const limiter = new SigninLimiter(redis, clientIp);
+  const limits = { maxEntries: cfg.activityMaxEntries, retentionDays: cfg.activityRetentionDays };
+  const record: RecordActivity = async (ctx, action, actor, target, details) => {
+    await recordActivity(redis, limits, { action, actor, ip: clientIp(ctx), target, details });
+  };
+  const csp = contentSecurityPolicy(cfg);
+
+  app.use(errorHandler({ redis, log, csp }));
+  app.use(securityHeaders(csp));
+  app.use(async (ctx: Context, next: Next) => {
+    // Whether cookies are Secure follows the public URL (https => Secure), not how the router reached us over the
+    // Unix socket; this also lets the cookie library send Secure cookies on this plain connection.
+    (ctx.cookies as unknown as { secure: boolean }).secure = cfg.secure;
+    await next();
+  });
+  app.use(serveStatic);
+  app.use(async (ctx: Context, next: Next) => {
+    if (!ready) throw new PageError(503, 'Console starting', `The console is starting and is not ready yet. ${STORE_UNAVAILABLE}`, { 'Retry-After': '5' });
+    await next();
+  });
+  app.use(session(sessionOptions(cfg, redis) as Parameters<typeof session>[0], app));
+
+  const router = new Router();
+  const gate = requireSession(cfg, accounts, (ctx) => readForm(ctx.req));
+  const loginCsrf = { cookieName: loginCookieName(cfg), secure: cfg.secure };
+
+  router.get('/console', (ctx) => {
+    ctx.redirect(publicUrl(cfg, currentSession(ctx) ? homePath() : '/console/login'));
+  });
+  router.get('/console/', (ctx) => {
+    ctx.redirect(publicUrl(cfg, currentSession(ctx) ? homePath() : '/console/login'));
+  });
+  loginRoutes(router, { cfg, accounts, limiter, record, clientIp, loginCsrf, log: log.child('auth') });
+  logsRoutes(router, { cfg, redis, log: log.child('logs'), gate });
+  streamRoute(router, { redis, accounts, tail: d.tail, log: log.child('tail'), gate });
+
+  app.use(router.routes());
+  app.use(async (ctx: Context) => {
+    // Reached only when no route answered.
+    const m = router.match(ctx.path, ctx.method);
+    if (m.path.length > 0 && !m.route) {
+      const allow = [...new Set(m.path.flatMap((l) => l.methods))].join(', ');
+      throw new PageError(405, 'Method not allowed', `${ctx.method} is not used at this address.`, { Allow: allow });
+    }
+    // Show the page frame to a signed-in person, so the way back is one click.
+    const s = currentSession(ctx);
+    const account = s ? await accounts.get(s.account) : null;
+    if (s && account && !account.disabled) (ctx.state as ConsoleState).viewer = { username: account.username, role: account.role, csrf: s.csrf };
+    throw new PageError(404, 'Page not found', `There is no console page at ${ctx.path}. It may come with a later version, or the link is mistyped.`);
+  });
+
+  return {
+    app,
+    accounts,
+    setReady(cookieKeys: string[]) {
+      app.keys = cookieKeys;
+      ready = true;
+    },
+  };
+}

@@ -1,0 +1,65 @@
+// Console accounts (people who sign in to the console; not tailnet users). One Redis hash, K.consoleAccounts:
+// field = lower-cased user name, value = Account JSON. Names are matched without regard to case so "Admin" typed on
+// a phone that capitalises the first letter still finds "admin". Roles are ready for issue 9: an administrator
+// changes things, an auditor only reads.
+import type { Redis } from 'ioredis';
+import { K } from '../../../../shared/redis-keys.ts';
+
+export type Role = 'admin' | 'auditor';
+
+export interface Account {
+  /** As first written, for display. */
+  username: string;
+  role: Role;
+  /** argon2id PHC string (security/password-hash.ts); never the password. */
+  passwordHash: string;
+  disabled: boolean;
+  createdAt: string;
+  /** Account name of whoever created it, or "system" for the first administrator. */
+  createdBy: string;
+  passwordChangedAt: string;
+  /** Sessions signed in before this time (ms) are no longer valid: bumped on password change or disable. */
+  sessionsNotBefore: number;
+}
+
+export const USERNAME_RE = /^[A-Za-z0-9._@-]{1,64}$/;
+
+export function accountKey(username: string): string {
+  return username.toLowerCase();
+}
+
+function parse(json: string | null): Account | null {
+  if (json === null) return null;
+  try {
+    const a = JSON.parse(json) as Account;
+    return typeof a.username === 'string' && typeof a.passwordHash === 'string' ? a : null;
+  } catch {
+    return null;
+  }
+}
+
+export class Accounts {
+  readonly redis: Redis;
+  constructor(redis: Redis) {
+    this.redis = redis;
+  }
+
+  async get(username: string): Promise<Account | null> {
+    if (!USERNAME_RE.test(username)) return null;
+    return parse(await this.redis.hget(K.consoleAccounts, accountKey(username)));
+  }
+
+  /** Creates the account unless one with that name exists (atomic, so two console processes cannot both create it). */
+  async createIfMissing(a: Account): Promise<boolean> {
+    return (await this.redis.hsetnx(K.consoleAccounts, accountKey(a.username), JSON.stringify(a))) === 1;
+  }
+
+  async put(a: Account): Promise<void> {
+    await this.redis.hset(K.consoleAccounts, accountKey(a.username), JSON.stringify(a));
+  }
+
+  async list(): Promise<Account[]> {
+    const all = await this.redis.hvals(K.consoleAccounts);
+    return all.map(parse).filter((a): a is Account => a !== null);
+  }
+}

@@ -1,0 +1,120 @@
+// Sign-in and sign-out.
+//   GET  /console/login    the form (already signed in: straight to the console)
+//   POST /console/login    username, password, csrf, next   -> 303 to next | 401 form again | 403 | 429
+//   POST /console/logout   csrf                             -> session destroyed server-side, 303 to the form
+// (Sign-out checks its own session and token rather than going through the session gate, so signing out of a session
+// that already ended just lands on the sign-in page.)
+// Every outcome that matters to an operator goes to the activity log: sign-in, failed sign-in (with the user name
+// that was tried, never the password), the first refusal of a rate-limited address, and sign-out.
+import type Router from '@koa/router';
+import type { Context } from 'koa';
+import type { Config } from '../../../../shared/config.ts';
+import type { Logger } from '../../../../shared/log.ts';
+import { PageError } from '../errors.ts';
+import { field, readForm } from '../request/form-body.ts';
+import { publicUrl, safeNext } from '../request/public-url.ts';
+import { clearLoginToken, loginToken, loginTokenValid, newToken, tokensMatch, type LoginCsrfOptions } from '../security/csrf.ts';
+import { decoyHash, verifyPassword } from '../security/password-hash.ts';
+import { loginPage, rateLimitedPage } from '../views/login-page.ts';
+import { accountKey, USERNAME_RE, type Accounts } from './accounts.ts';
+import { CSRF_MISMATCH, type ConsoleState } from './require-session.ts';
+import { currentSession, type SessionData } from './session.ts';
+import type { SigninLimiter } from './signin-limit.ts';
+
+export type RecordActivity = (ctx: Context, action: string, actor: string, target?: string, details?: { [k: string]: unknown }) => Promise<void>;
+
+export interface LoginDeps {
+  cfg: Config;
+  accounts: Accounts;
+  limiter: SigninLimiter;
+  record: RecordActivity;
+  clientIp: (ctx: Context) => string;
+  loginCsrf: LoginCsrfOptions;
+  log: Logger;
+}
+
+/** What a person typed as user name, made safe to store and show: no control characters, bounded length. */
+export function attemptedName(text: string): string {
+  return text.replace(/[\u0000-\u001f\u007f]/g, '').slice(0, 64);
+}
+
+export function loginRoutes(router: Router, d: LoginDeps): void {
+  router.get('/console/login', async (ctx) => {
+    if (currentSession(ctx)) {
+      ctx.redirect(publicUrl(d.cfg, safeNext(ctx.query.next)));
+      return;
+    }
+    const notice = ctx.query.signed_out === '1' ? 'You have signed out.' : undefined;
+    ctx.type = 'html';
+    ctx.body = loginPage({ csrf: loginToken(ctx, d.loginCsrf), next: safeNext(ctx.query.next), notice });
+  });
+
+  router.post('/console/login', async (ctx) => {
+    const form = await readForm(ctx.req);
+    const next = safeNext(field(form, 'next'));
+    const username = attemptedName(field(form, 'username').trim());
+    const password = field(form, 'password');
+    const ip = d.clientIp(ctx);
+    if (!loginTokenValid(ctx, d.loginCsrf, field(form, 'csrf'))) {
+      // A fresh token comes with the page this links to; the old one may simply have expired.
+      throw new PageError(
+        403,
+        'Sign-in refused: security token mismatch',
+        'The sign-in form had no valid security token: it was open too long, your browser blocked its cookie, or it was sent from another site. Open the sign-in page again and retry.',
+      );
+    }
+    const limited = await d.limiter.attempt(ctx);
+    if (limited) {
+      if (await d.limiter.firstRefusal(ip, limited.retryAfter)) {
+        await d.record(ctx, 'console.signin_ratelimited', username, username, { retryAfterSeconds: limited.retryAfter });
+        d.log.warn('sign-in rate limit reached', { ip, retryAfter: limited.retryAfter });
+      }
+      ctx.status = 429;
+      ctx.type = 'html';
+      ctx.body = rateLimitedPage({ csrf: loginToken(ctx, d.loginCsrf), next, ip, retryAfter: limited.retryAfter, username });
+      return;
+    }
+    const account = USERNAME_RE.test(username) ? await d.accounts.get(username) : null;
+    // Hash even for an unknown name, so the answer takes as long either way and does not reveal which names exist.
+    const ok = await verifyPassword(password, account?.passwordHash ?? (await decoyHash()));
+    if (!account || !ok || account.disabled) {
+      const reason = !account ? 'unknown account' : !ok ? 'wrong password' : 'account disabled';
+      await d.record(ctx, 'console.signin_failed', username, username, { reason });
+      ctx.status = 401;
+      ctx.type = 'html';
+      ctx.body = loginPage({ csrf: loginToken(ctx, d.loginCsrf), next, username, error: 'That user name and password do not match an enabled account.' });
+      return;
+    }
+    await d.limiter.giveBack(ip);
+    const now = Date.now();
+    const data: SessionData = { account: accountKey(account.username), role: account.role, csrf: newToken(), authAt: now, seen: now, ip };
+    const sess = ctx.session!;
+    for (const k of Object.keys(sess.toJSON())) delete (sess as unknown as { [k: string]: unknown })[k];
+    Object.assign(sess, data);
+    // A new id at every sign-in: an id planted or seen before sign-in is worthless afterwards (no fixation).
+    await sess.regenerate();
+    clearLoginToken(ctx, d.loginCsrf);
+    await d.record(ctx, 'console.signin', account.username, account.username, { role: account.role });
+    ctx.status = 303;
+    ctx.redirect(publicUrl(d.cfg, next));
+  });
+
+  router.post('/console/logout', async (ctx) => {
+    const s = currentSession(ctx);
+    if (!s) {
+      // Already signed out (expired, or another tab signed out): nothing to end.
+      ctx.status = 303;
+      ctx.redirect(publicUrl(d.cfg, '/console/login?signed_out=1'));
+      return;
+    }
+    const account = await d.accounts.get(s.account);
+    if (account) (ctx.state as ConsoleState).viewer = { username: account.username, role: account.role, csrf: s.csrf };
+    const form = await readForm(ctx.req);
+    if (!tokensMatch(field(form, 'csrf'), s.csrf)) throw new PageError(403, 'Request refused: security token mismatch', CSRF_MISMATCH);
+    await d.record(ctx, 'console.signout', account?.username ?? s.account, account?.username ?? s.account);
+    // Deletes the Redis record (autoCommit after this handler) and expires the cookie.
+    ctx.session = null;
+    ctx.status = 303;
+    ctx.redirect(publicUrl(d.cfg, '/console/login?signed_out=1'));
+  });
+}

@@ -1,0 +1,53 @@
+// Gate for every console page but sign-in and static files: a live session whose account still exists, is enabled
+// and has not had its sessions revoked since this one signed in. Pages without one redirect to the sign-in page (on
+// the public URL, keeping where the person wanted to go); the API and the event stream answer 401 JSON instead, as
+// scripts and EventSource expect. State-changing requests must also carry the session's CSRF token.
+import type { Context, Next } from 'koa';
+import type { Config } from '../../../../shared/config.ts';
+import { PageError, wantsJson } from '../errors.ts';
+import { publicUrl } from '../request/public-url.ts';
+import { CSRF_FIELD, CSRF_HEADER, isStateChanging, tokensMatch } from '../security/csrf.ts';
+import type { Viewer } from '../views/layout.ts';
+import type { Accounts } from './accounts.ts';
+import { currentSession, touch } from './session.ts';
+
+export interface ConsoleState {
+  viewer?: Viewer;
+  /** The parsed form, when the CSRF check had to read it. */
+  form?: URLSearchParams;
+}
+
+export const CSRF_MISMATCH =
+  "This request did not carry the security token of your session, so it was refused: it may have come from another site, or from a page opened before you last signed in. Reload the page and try again.";
+
+export function requireSession(cfg: Config, accounts: Accounts, readForm: (ctx: Context) => Promise<URLSearchParams>) {
+  return async function sessionGate(ctx: Context, next: Next): Promise<void> {
+    const s = currentSession(ctx);
+    const account = s ? await accounts.get(s.account) : null;
+    if (!s || !account || account.disabled || s.authAt < account.sessionsNotBefore) {
+      if (ctx.session && !ctx.session.isNew) ctx.session = null; // ends a dead session server-side too
+      if (wantsJson(ctx)) throw new PageError(401, 'Not signed in', 'Sign in at /console/login first (this needs a console session cookie).');
+      if (isStateChanging(ctx.method)) {
+        throw new PageError(403, 'Session ended', 'Your session has ended, so this change was not made. Sign in again and repeat it.');
+      }
+      const here = ctx.originalUrl;
+      const next = here === '/console' || here === '/console/' ? '' : `?next=${encodeURIComponent(here)}`;
+      ctx.redirect(publicUrl(cfg, `/console/login${next}`));
+      return;
+    }
+    touch(ctx);
+    const viewer: Viewer = { username: account.username, role: account.role, csrf: s.csrf };
+    (ctx.state as ConsoleState).viewer = viewer;
+    if (isStateChanging(ctx.method)) {
+      let given = String(ctx.get(CSRF_HEADER) ?? '');
+      if (given === '') {
+        const form = await readForm(ctx);
+        (ctx.state as ConsoleState).form = form;
+        const all = form.getAll(CSRF_FIELD);
+        given = all.length === 1 ? all[0] : '';
+      }
+      if (!tokensMatch(given, s.csrf)) throw new PageError(403, 'Request refused: security token mismatch', CSRF_MISMATCH);
+    }
+    await next();
+  };
+}

@@ -1,0 +1,83 @@
+// One place turns failures into answers. A PageError carries a status and a message the person can act on; a Redis
+// failure becomes "store unavailable" (503); anything else is a 500 with a reference to the log line. Pages get HTML,
+// API and stream paths get JSON. Never a stack trace in a response.
+import crypto from 'node:crypto';
+import type { Redis } from 'ioredis';
+import type { Context, Next } from 'koa';
+import type { Logger } from '../../../shared/log.ts';
+import { FormError } from './request/form-body.ts';
+import { applySecurityHeaders } from './security/headers.ts';
+import { errorPage } from './views/error-page.ts';
+import type { Viewer } from './views/layout.ts';
+
+export class PageError extends Error {
+  readonly status: number;
+  readonly title: string;
+  readonly headers: Record<string, string>;
+  constructor(status: number, title: string, message: string, headers: Record<string, string> = {}) {
+    super(message);
+    this.status = status;
+    this.title = title;
+    this.headers = headers;
+  }
+}
+
+export const STORE_UNAVAILABLE =
+  'The console cannot reach its store (Redis), so it cannot check sessions or read the activity log right now. It retries on its own; if this lasts, check that Redis is running (see the image log).';
+
+/** Errors that mean Redis is not answering, as opposed to a bug. */
+export function isStoreError(e: unknown, redis: Redis): boolean {
+  if (redis.status !== 'ready') return true;
+  const err = e as { name?: string; message?: string; code?: string };
+  if (err?.name === 'MaxRetriesPerRequestError') return true;
+  return /Connection is closed|Stream isn't writeable|ECONNREFUSED|ENOENT|ECONNRESET|EPIPE|ETIMEDOUT|LOADING|READONLY/.test(String(err?.message ?? ''));
+}
+
+export function wantsJson(ctx: Context): boolean {
+  return ctx.path.startsWith('/console/api/') || ctx.path === '/console/logs/stream';
+}
+
+export function errorHandler(opts: { redis: Redis; log: Logger; csp: string }) {
+  return async function errors(ctx: Context, next: Next): Promise<void> {
+    try {
+      await next();
+    } catch (e) {
+      let status = 500;
+      let title = 'Something went wrong';
+      let message = '';
+      let headers: Record<string, string> = {};
+      if (e instanceof PageError) {
+        ({ status, title, headers } = e);
+        message = e.message;
+      } else if (e instanceof FormError) {
+        status = e.status;
+        title = status === 413 ? 'Form too large' : status === 415 ? 'Not a form' : 'Form incomplete';
+        message = e.message;
+        // The rest of the body is never read, so this connection cannot carry another request.
+        headers = { Connection: 'close' };
+      } else if (isStoreError(e, opts.redis)) {
+        status = 503;
+        title = 'Store unavailable';
+        message = STORE_UNAVAILABLE;
+        headers = { 'Retry-After': '5' };
+        opts.log.warn('request failed: store unavailable', { path: ctx.path, error: (e as Error).message });
+      } else {
+        const ref = crypto.randomBytes(4).toString('hex');
+        message = `An unexpected error stopped this request. The console log has the details under reference ${ref}.`;
+        opts.log.error('request failed', { ref, method: ctx.method, path: ctx.path, error: (e as Error)?.stack ?? String(e) });
+      }
+      if (ctx.headerSent || !ctx.writable) return;
+      // Drop whatever the failed handler had set (a download's Content-Disposition, say), keep the security headers.
+      for (const name of ctx.res.getHeaderNames()) ctx.res.removeHeader(name);
+      applySecurityHeaders(ctx, opts.csp);
+      for (const [k, v] of Object.entries(headers)) ctx.set(k, v);
+      ctx.status = status;
+      if (wantsJson(ctx)) {
+        ctx.body = { error: message, status };
+      } else {
+        ctx.type = 'html';
+        ctx.body = errorPage(status, title, message, (ctx.state as { viewer?: Viewer }).viewer ?? null);
+      }
+    }
+  };
+}

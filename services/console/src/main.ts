@@ -1,0 +1,114 @@
+// The console process: a Koa app on its Unix socket in the private run directory, reached only through the router.
+// Start order: connect to Redis, load the cookie key and make sure the first administrator exists (retrying while
+// Redis is not there yet), listen, say "listening". SIGTERM: stop accepting, end live tails (browsers reconnect to
+// the next process), let requests in flight finish, exit 0.
+import fs from 'node:fs';
+import http from 'node:http';
+import type { Duplex } from 'node:stream';
+import { prune } from '../../../shared/activity.ts';
+import { loadConfig } from '../../../shared/config.ts';
+import { Logger } from '../../../shared/log.ts';
+import { clearSocket, ensureDirs, serviceSocket } from '../../../shared/paths.ts';
+import { connectRedis } from '../../../shared/redis.ts';
+import { openStreams } from './activity/stream-route.ts';
+import { ActivityTail } from './activity/tail.ts';
+import { createConsole } from './app.ts';
+import { ensureFirstAdmin, SettingError } from './auth/first-admin.ts';
+import { loadCookieKeys } from './auth/session-keys.ts';
+
+const cfg = loadConfig('console');
+const log = new Logger('console', cfg.logLevel);
+ensureDirs(cfg);
+
+const redis = connectRedis(cfg, log, 'console');
+const tail = new ActivityTail(() => connectRedis(cfg, log.child('tail'), 'console-tail'), log.child('tail'));
+const consoleApp = createConsole({ cfg, log, redis, tail });
+const socketPath = serviceSocket(cfg, 'console');
+
+const server = http.createServer(consoleApp.app.callback());
+// Live tails stay open for as long as the page is; the router guards against slow request heads.
+server.requestTimeout = 0;
+server.timeout = 0;
+server.keepAliveTimeout = 65_000;
+server.on('clientError', (e: Error, socket: Duplex) => {
+  log.debug('bad request from router', { error: e.message });
+  if (!socket.destroyed) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
+});
+
+/** Loads the cookie key and creates the first administrator; true when done. */
+async function bootstrap(): Promise<boolean> {
+  try {
+    const keys = await loadCookieKeys(redis);
+    await ensureFirstAdmin(cfg, consoleApp.accounts, log);
+    consoleApp.setReady(keys);
+    return true;
+  } catch (e) {
+    if (e instanceof SettingError) {
+      process.stderr.write(`hse console: refused configuration: ${e.variable}: ${e.message}\n`);
+      process.exit(2);
+    }
+    log.warn('waiting for the store (Redis) before the console can serve sign-ins', { error: (e as Error).message });
+    return false;
+  }
+}
+
+function listen(): Promise<void> {
+  clearSocket(socketPath);
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(socketPath, () => {
+      // Only this user (the router runs as the same user) may connect.
+      fs.chmodSync(socketPath, 0o600);
+      resolve();
+    });
+  });
+}
+
+async function main(): Promise<void> {
+  // Give Redis a few seconds to appear (the supervisor starts it alongside us); after that, serve a clear 503
+  // page while bootstrap keeps retrying, rather than leaving the router with nothing to talk to.
+  let ready = false;
+  for (let i = 0; i < 10 && !ready; i++) {
+    ready = await bootstrap();
+    if (!ready) await new Promise((r) => setTimeout(r, 1_000));
+  }
+  if (!ready) {
+    const retry = setInterval(() => {
+      void bootstrap().then((ok) => ok && clearInterval(retry));
+    }, 2_000);
+  }
+  await listen();
+  log.info('listening', { socket: socketPath, publicUrl: `${cfg.publicOrigin}/console`, secureCookies: cfg.secure, store: ready ? 'ready' : 'waiting' });
+  const limits = { maxEntries: cfg.activityMaxEntries, retentionDays: cfg.activityRetentionDays };
+  const pruneNow = () => prune(redis, limits).catch((e: Error) => log.warn('activity log prune failed', { error: e.message }));
+  void pruneNow();
+  setInterval(pruneNow, 3_600_000).unref();
+}
+
+let stopping = false;
+function shutdown(signal: string): void {
+  if (stopping) return;
+  stopping = true;
+  log.info('shutting down', { signal, liveTails: openStreams.size });
+  server.close(() => {
+    tail.stop();
+    redis.disconnect();
+    process.exit(0);
+  });
+  for (const s of openStreams) s.end();
+  tail.stop();
+  server.closeIdleConnections();
+  // Requests still running after this long are cut off; nothing the console does takes that long.
+  setTimeout(() => {
+    log.warn('requests still running at shutdown deadline; closing them');
+    server.closeAllConnections();
+    process.exit(0);
+  }, 10_000).unref();
+}
+process.on('SIGTERM', () => shutdown('SIGTERM'));
+process.on('SIGINT', () => shutdown('SIGINT'));
+
+main().catch((e: Error) => {
+  log.error('could not start', { error: e.message, socket: socketPath });
+  process.exit(1);
+});

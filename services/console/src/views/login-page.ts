@@ -1,0 +1,57 @@
+// The sign-in page. Plain form fields named username and password with the usual autocomplete hints, posting to the
+// same path, so password managers fill it and scripts can post to it.
+import { html } from './html.ts';
+import { page } from './layout.ts';
+
+export interface LoginView {
+  csrf: string;
+  next: string;
+  username?: string;
+  /** Error shown above the form (wrong credentials, rate limited). */
+  error?: string;
+  /** Neutral notice (signed out, session ended). */
+  notice?: string;
+  /** When set, the form is disabled and says until when. */
+  retryAt?: Date;
+}
+
+function hhmm(d: Date): string {
+  return d.toISOString().slice(11, 19);
+}
+
+export function loginPage(v: LoginView): string {
+  const blocked = v.retryAt !== undefined;
+  return page({
+    title: 'Sign in',
+    bodyClass: 'centered',
+    body: html`<section class="card narrow signin">
+  <h1>Sign in to the console</h1>
+  ${v.notice ? html`<p class="notice" role="status">${v.notice}</p>` : ''}
+  ${v.error ? html`<p class="alert" role="alert">${v.error}</p>` : ''}
+  ${blocked ? html`<p class="muted">You can try again at <time datetime="${v.retryAt!.toISOString()}">${hhmm(v.retryAt!)} UTC</time>, then <a href="/console/login">open the sign-in page again</a>.</p>` : ''}
+  <form method="post" action="/console/login" class="stack">
+    <input type="hidden" name="csrf" value="${v.csrf}">
+    <input type="hidden" name="next" value="${v.next}">
+    <label>User name
+      <input name="username" id="username" autocomplete="username" autocapitalize="none" autocorrect="off" spellcheck="false" required maxlength="64" value="${v.username ?? ''}"${v.username ? '' : html` autofocus`}>
+    </label>
+    <label>Password
+      <input name="password" id="password" type="password" autocomplete="current-password" required maxlength="1024"${v.username ? html` autofocus` : ''}>
+    </label>
+    <button type="submit" class="button primary"${blocked ? html` disabled` : ''}>Sign in</button>
+  </form>
+</section>`,
+  });
+}
+
+/** The 429 page: why, from which address, and when to retry. */
+export function rateLimitedPage(v: { csrf: string; next: string; ip: string; retryAfter: number; username?: string }): string {
+  const minutes = Math.ceil(v.retryAfter / 60);
+  return loginPage({
+    csrf: v.csrf,
+    next: v.next,
+    username: v.username,
+    retryAt: new Date(Date.now() + v.retryAfter * 1000),
+    error: `Too many failed sign-ins from your address (${v.ip || 'unknown'}). Sign-in from this address is paused for ${minutes} more minute${minutes === 1 ? '' : 's'}.`,
+  });
+}
