@@ -1,10 +1,13 @@
 // Test-only client side of the control protocol's transport: the Noise IK initiator and a dialer that speaks the
-// /ts2021 upgrade (native or websocket) the way the official client does, then hands back the encrypted stream.
+// /ts2021 upgrade (native or websocket) the way the official client does, then hands back the encrypted stream;
+// plus a loopback server wired like the coordination service, for the tests to dial.
 // The official client is the real peer (see the interop notes in noise-vectors.test.ts); this one lets the tests
 // poke at every edge deterministically.
 import crypto from 'node:crypto';
+import http from 'node:http';
 import net from 'node:net';
-import type { Readable } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
+import { Logger } from '../../shared/log.ts';
 import { NoiseConn } from '../../services/coordination/src/noise/conn.ts';
 import type { CipherState } from '../../services/coordination/src/noise/cipher-state.ts';
 import { parseEarlyPayload } from '../../services/coordination/src/noise/early-payload.ts';
@@ -12,7 +15,8 @@ import { prologue } from '../../services/coordination/src/noise/handshake.ts';
 import { MSG_ERROR, MSG_RESPONSE, parseResponse, RESPONSE_LEN, writeInitiation } from '../../services/coordination/src/noise/messages.ts';
 import { SymmetricState } from '../../services/coordination/src/noise/symmetric.ts';
 import { WebSocketStream } from '../../services/coordination/src/noise/ws-stream.ts';
-import { generatePair, type X25519Pair } from '../../services/coordination/src/noise/x25519.ts';
+import { handleControlUpgrade, type ControlConnInfo } from '../../services/coordination/src/noise/upgrade.ts';
+import { generatePair, rawPrivateKey, type X25519Pair } from '../../services/coordination/src/noise/x25519.ts';
 
 export const CAP_VERSION = 142; // Tailscale v1.102.3
 
@@ -71,6 +75,8 @@ export interface DialOptions {
   headers?: Record<string, string>;
   /** Value of the Connection header (native); 'keep-alive' makes Node see a plain request. */
   connection?: string;
+  /** Added to the default headers. */
+  extraHeaders?: Record<string, string>;
   /** Replaces the encoded initiation. */
   handshakeText?: string;
   /** Read the early payload off the stream (native clients get one). */
@@ -116,7 +122,8 @@ export async function dialControl(opts: DialOptions): Promise<DialResult> {
     (transport === 'native'
       ? { Host: 'control', Upgrade: 'tailscale-control-protocol', Connection: opts.connection ?? 'upgrade', 'X-Tailscale-Handshake': b64, 'Content-Length': '0' }
       : { Host: 'control', Upgrade: 'websocket', Connection: 'Upgrade', 'Sec-WebSocket-Key': wsKey, 'Sec-WebSocket-Version': '13', 'Sec-WebSocket-Protocol': 'tailscale-control-protocol' });
-  const path = transport === 'native' ? '/ts2021' : `/ts2021?${new URLSearchParams({ 'X-Tailscale-Handshake': b64 })}`;
+  Object.assign(headers, opts.extraHeaders);
+  const path = transport === 'native' ? '/ts2021' : b64 === '' ? '/ts2021' : `/ts2021?${new URLSearchParams({ 'X-Tailscale-Handshake': b64 })}`;
   const method = opts.method ?? (transport === 'native' ? 'POST' : 'GET');
   socket.write(`${method} ${path} HTTP/1.1\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`);
 
@@ -181,4 +188,116 @@ export async function dialControl(opts: DialOptions): Promise<DialResult> {
     if (ep.rest.length > 0) conn.unshift(ep.rest);
   }
   return { kind: 'ok', conn, socket, early, handshakeHash: keys.handshakeHash, machine: init.machine, raw101: head.head };
+}
+
+// ---- Test server: a real HTTP server on loopback wired the way the coordination service wires /ts2021 ----
+
+export interface CapturedLog {
+  level: string;
+  msg: string;
+  fields: Record<string, unknown>;
+}
+
+/** A Logger that records instead of printing, so tests can check that refusals are logged with a reason. */
+export class CaptureLogger extends Logger {
+  readonly lines: CapturedLog[];
+  constructor(lines: CapturedLog[] = []) {
+    super('test', 'debug');
+    this.lines = lines;
+  }
+  override child(): Logger {
+    return this;
+  }
+  override debug(msg: string, fields: Record<string, unknown> = {}): void {
+    this.lines.push({ level: 'debug', msg, fields });
+  }
+  override info(msg: string, fields: Record<string, unknown> = {}): void {
+    this.lines.push({ level: 'info', msg, fields });
+  }
+  override warn(msg: string, fields: Record<string, unknown> = {}): void {
+    this.lines.push({ level: 'warn', msg, fields });
+  }
+  override error(msg: string, fields: Record<string, unknown> = {}): void {
+    this.lines.push({ level: 'error', msg, fields });
+  }
+}
+
+export interface ControlServer {
+  port: number;
+  server: http.Server;
+  key: X25519Pair;
+  log: CaptureLogger;
+  /** Connections handed up, in order. */
+  accepted: Array<{ conn: Duplex; info: ControlConnInfo }>;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts an HTTP server on 127.0.0.1 that sends /ts2021 upgrades (and, like main.ts, plain requests carrying an
+ * Upgrade header) to handleControlUpgrade. `serve` gets each connection (default: echo).
+ */
+export async function startControlServer(
+  opts: { serve?: (conn: Duplex, info: ControlConnInfo) => void; handshakeTimeoutMs?: number; http?: http.ServerOptions } = {},
+): Promise<ControlServer> {
+  const key = generatePair();
+  const log = new CaptureLogger();
+  const accepted: Array<{ conn: Duplex; info: ControlConnInfo }> = [];
+  const upgradeOpts = {
+    serverPrivateKey: rawPrivateKey(key.privateKey),
+    log,
+    handshakeTimeoutMs: opts.handshakeTimeoutMs,
+    onConnection(conn: Duplex, info: ControlConnInfo) {
+      conn.on('error', () => {});
+      accepted.push({ conn, info });
+      if (opts.serve) opts.serve(conn, info);
+      else conn.pipe(conn);
+    },
+  };
+  const server = http.createServer(opts.http ?? {}, (req, res) => {
+    if ((req.url ?? '').startsWith('/ts2021') && req.headers.upgrade) return handleControlUpgrade(req, req.socket, Buffer.alloc(0), upgradeOpts);
+    res.writeHead(404).end('not found\n');
+  });
+  server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => handleControlUpgrade(req, socket, head, upgradeOpts));
+  // What main.ts does with bytes Node cannot parse: if the takeover failed, this 400 would land in the Noise stream.
+  server.on('clientError', (_e: Error, socket: Duplex) => socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n'));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const sockets = new Set<Duplex>();
+  server.on('connection', (s: Duplex) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    server,
+    key,
+    log,
+    accepted,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** Resolves when `stream` closes, with the error it was destroyed with (if any). */
+export function closed(stream: Duplex): Promise<Error | null> {
+  if (stream.destroyed) return Promise.resolve((stream as Duplex & { errored?: Error | null }).errored ?? null);
+  return new Promise((resolve) => {
+    let err: Error | null = null;
+    stream.on('error', (e: Error) => (err = e));
+    stream.once('close', () => resolve(err));
+  });
+}
+
+/** Reads exactly n bytes from a readable (data mode), then pauses it. */
+export function readBytes(stream: Readable, n: number): Promise<Buffer> {
+  return readUntil(
+    stream,
+    (b) => (b.length >= n ? b : undefined),
+    (b) => b,
+  ).then((b) => {
+    if (b.length > n) stream.unshift(b.subarray(n));
+    return b.subarray(0, n);
+  });
 }

@@ -66,6 +66,8 @@ export class NoiseConn extends Duplex {
       // A close after a clean end lets the reader finish what is buffered; any other close is an abort.
       if (!this.transportEnded && !this.destroyed) this.destroy(new NoiseConnError('connection closed by peer without a clean end'));
     });
+    // Whoever had the stream before may have paused it; from here on its flow is ours to control.
+    transport.resume();
   }
 
   private receive(chunk: Buffer): void {

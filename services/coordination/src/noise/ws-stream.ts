@@ -49,6 +49,8 @@ export class WebSocketStream extends Duplex {
       this.drained(new Error('websocket closed'));
       if (!this.ended && !this.destroyed) this.destroy(new Error('websocket closed by peer without a clean end'));
     });
+    // Whoever had the stream before may have paused it; from here on its flow is ours to control.
+    socket.resume();
   }
 
   private receive(chunk: Buffer): void {
