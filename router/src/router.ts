@@ -33,6 +33,16 @@ interface Prepared {
   target: Target;
 }
 
+/** Whether the client's own connection ends after this request (HTTP/1.1 "close", or HTTP/1.0 without keep-alive). */
+function wantsClose(req: http.IncomingMessage): boolean {
+  const tokens = String(req.headers.connection ?? '')
+    .toLowerCase()
+    .split(',')
+    .map((x) => x.trim());
+  if (tokens.includes('close')) return true;
+  return req.httpVersion === '1.0' && !tokens.includes('keep-alive');
+}
+
 export function createRouter(cfg: Config, log: Logger): Router {
   const tunnels = new TunnelSet();
   const drain = new Drain();
@@ -63,7 +73,11 @@ export function createRouter(cfg: Config, log: Logger): Router {
       tunnelRequest(req, res, tunnelHeaders(req, p.info), p.target, tunnelDeps);
       return;
     }
+    const close = wantsClose(req);
     dropHopByHop(req.headers);
+    // Not passed on as such: http-proxy always sends the service "Connection: close" (a fresh Unix-socket connection
+    // per request) and reads this value back for the client's response, so it must say what the client asked for.
+    req.headers.connection = close ? 'close' : 'keep-alive';
     // Node already answered "100 Continue" to the client; the service must not wait for a second one.
     delete req.headers.expect;
     rewriteHeaders(req.headers, p.info);

@@ -8,7 +8,8 @@
 //   /…/upload      consumes the body, answers { bytes, sha256 } (nothing buffered)
 //   /…/download?bytes=N  answers N bytes of a fixed pattern
 //   /…/reset       destroys the connection without answering
-// Upgrades of any protocol: 101 echoing the Upgrade value, a greeting line, then every byte received echoed back.
+// Upgrades of any protocol: 101 echoing the Upgrade value, a greeting line, then every byte received echoed back
+// (…/refuse: answered 404 instead; …/bye: closed by the service right after the greeting).
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -113,6 +114,10 @@ export async function startStandIn(name: string, socket: string): Promise<StandI
     }
     sock.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${req.headers.upgrade}\r\nConnection: Upgrade\r\nX-Stand-In: ${name}\r\n\r\n`);
     sock.write(greeting(name));
+    if ((req.url ?? '').endsWith('/bye')) {
+      sock.end();
+      return;
+    }
     if (head.length > 0) sock.write(head);
     sock.pipe(sock);
   });
