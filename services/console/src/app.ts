@@ -1,6 +1,6 @@
 // The console as a Koa application: middleware order and routes. Everything it needs is passed in (main.ts wires the
 // real Redis connections), so the order below is the whole request pipeline:
-//   errors -> security headers -> cookie security -> static files -> readiness -> session -> routes -> 404
+//   errors -> security headers -> cookie security -> static files -> readiness -> session -> CSRF -> routes -> 404
 import Router from '@koa/router';
 import type { Redis } from 'ioredis';
 import Koa, { type Context, type Next } from 'koa';
@@ -13,7 +13,7 @@ import { streamRoute } from './activity/stream-route.ts';
 import type { ActivityTail } from './activity/tail.ts';
 import { Accounts } from './auth/accounts.ts';
 import { loginRoutes, type RecordActivity } from './auth/login-routes.ts';
-import { requireSession, type ConsoleState } from './auth/require-session.ts';
+import { csrfGuard, requireSession } from './auth/require-session.ts';
 import { currentSession, loginCookieName, sessionOptions } from './auth/session.ts';
 import { SigninLimiter } from './auth/signin-limit.ts';
 import { errorHandler, PageError, STORE_UNAVAILABLE } from './errors.ts';
@@ -22,6 +22,7 @@ import { readForm } from './request/form-body.ts';
 import { publicUrl } from './request/public-url.ts';
 import { contentSecurityPolicy, securityHeaders } from './security/headers.ts';
 import { serveStatic } from './static-files.ts';
+import type { Viewer } from './views/layout.ts';
 import { homePath } from './views/nav.ts';
 
 export interface ConsoleDeps {
@@ -57,7 +58,14 @@ export function createConsole(d: ConsoleDeps): ConsoleApp {
   };
   const csp = contentSecurityPolicy(cfg);
 
-  app.use(errorHandler({ redis, log, csp }));
+  // Error pages keep the navigation for a signed-in person, so the way back is one click.
+  const viewerOf = async (ctx: Context): Promise<Viewer | null> => {
+    if (!ready) return null;
+    const s = currentSession(ctx);
+    const account = s ? await accounts.get(s.account) : null;
+    return s && account && !account.disabled ? { username: account.username, role: account.role, csrf: s.csrf } : null;
+  };
+  app.use(errorHandler({ redis, log, csp, viewer: viewerOf }));
   app.use(securityHeaders(csp));
   app.use(async (ctx: Context, next: Next) => {
     // Whether cookies are Secure follows the public URL (https => Secure), not how the router reached us over the
@@ -71,9 +79,10 @@ export function createConsole(d: ConsoleDeps): ConsoleApp {
     await next();
   });
   app.use(session(sessionOptions(cfg, redis) as Parameters<typeof session>[0], app));
+  app.use(csrfGuard((ctx) => readForm(ctx.req)));
 
   const router = new Router();
-  const gate = requireSession(cfg, accounts, (ctx) => readForm(ctx.req));
+  const gate = requireSession(cfg, accounts);
   const loginCsrf = { cookieName: loginCookieName(cfg), secure: cfg.secure };
 
   router.get('/console', (ctx) => {
@@ -94,10 +103,6 @@ export function createConsole(d: ConsoleDeps): ConsoleApp {
       const allow = [...new Set(m.path.flatMap((l) => l.methods))].join(', ');
       throw new PageError(405, 'Method not allowed', `${ctx.method} is not used at this address.`, { Allow: allow });
     }
-    // Show the page frame to a signed-in person, so the way back is one click.
-    const s = currentSession(ctx);
-    const account = s ? await accounts.get(s.account) : null;
-    if (s && account && !account.disabled) (ctx.state as ConsoleState).viewer = { username: account.username, role: account.role, csrf: s.csrf };
     throw new PageError(404, 'Page not found', `There is no console page at ${ctx.path}. It may come with a later version, or the link is mistyped.`);
   });
 

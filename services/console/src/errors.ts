@@ -37,7 +37,15 @@ export function wantsJson(ctx: Context): boolean {
   return ctx.path.startsWith('/console/api/') || ctx.path === '/console/logs/stream';
 }
 
-export function errorHandler(opts: { redis: Redis; log: Logger; csp: string }) {
+export interface ErrorOptions {
+  redis: Redis;
+  log: Logger;
+  csp: string;
+  /** Who is signed in, so an error page can keep the navigation; null when nobody (or unknown). */
+  viewer: (ctx: Context) => Promise<Viewer | null>;
+}
+
+export function errorHandler(opts: ErrorOptions) {
   return async function errors(ctx: Context, next: Next): Promise<void> {
     try {
       await next();
@@ -53,8 +61,6 @@ export function errorHandler(opts: { redis: Redis; log: Logger; csp: string }) {
         status = e.status;
         title = status === 413 ? 'Form too large' : status === 415 ? 'Not a form' : 'Form incomplete';
         message = e.message;
-        // The rest of the body is never read, so this connection cannot carry another request.
-        headers = { Connection: 'close' };
       } else if (isStoreError(e, opts.redis)) {
         status = 503;
         title = 'Store unavailable';
@@ -67,6 +73,14 @@ export function errorHandler(opts: { redis: Redis; log: Logger; csp: string }) {
         opts.log.error('request failed', { ref, method: ctx.method, path: ctx.path, error: (e as Error)?.stack ?? String(e) });
       }
       if (ctx.headerSent || !ctx.writable) return;
+      const state = ctx.state as { viewer?: Viewer };
+      if (!state.viewer && status < 500 && !wantsJson(ctx)) {
+        try {
+          state.viewer = (await opts.viewer(ctx)) ?? undefined;
+        } catch {
+          // Without the store there is no navigation to show; the page still says what went wrong.
+        }
+      }
       // Drop whatever the failed handler had set (a download's Content-Disposition, say), keep the security headers.
       for (const name of ctx.res.getHeaderNames()) ctx.res.removeHeader(name);
       applySecurityHeaders(ctx, opts.csp);
@@ -76,7 +90,7 @@ export function errorHandler(opts: { redis: Redis; log: Logger; csp: string }) {
         ctx.body = { error: message, status };
       } else {
         ctx.type = 'html';
-        ctx.body = errorPage(status, title, message, (ctx.state as { viewer?: Viewer }).viewer ?? null);
+        ctx.body = errorPage(status, title, message, state.viewer ?? null);
       }
     }
   };

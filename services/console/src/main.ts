@@ -77,6 +77,9 @@ async function main(): Promise<void> {
       void bootstrap().then((ok) => ok && clearInterval(retry));
     }, 2_000);
   }
+  // After Redis comes back it may be a fresh one (an external Redis that lost its data): make sure the cookie key and
+  // the first administrator are there again, so the console is usable without a restart.
+  redis.on('ready', () => void bootstrap());
   await listen();
   log.info('listening', { socket: socketPath, publicUrl: `${cfg.publicOrigin}/console`, secureCookies: cfg.secure, store: ready ? 'ready' : 'waiting' });
   const limits = { maxEntries: cfg.activityMaxEntries, retentionDays: cfg.activityRetentionDays };

@@ -2,8 +2,8 @@
 //   GET  /console/login    the form (already signed in: straight to the console)
 //   POST /console/login    username, password, csrf, next   -> 303 to next | 401 form again | 403 | 429
 //   POST /console/logout   csrf                             -> session destroyed server-side, 303 to the form
-// (Sign-out checks its own session and token rather than going through the session gate, so signing out of a session
-// that already ended just lands on the sign-in page.)
+// The CSRF token of sign-out is checked by csrfGuard (require-session.ts) like every other change; signing out of a
+// session that already ended just lands on the sign-in page.
 // Every outcome that matters to an operator goes to the activity log: sign-in, failed sign-in (with the user name
 // that was tried, never the password), the first refusal of a rate-limited address, and sign-out.
 import type Router from '@koa/router';
@@ -13,11 +13,10 @@ import type { Logger } from '../../../../shared/log.ts';
 import { PageError } from '../errors.ts';
 import { field, readForm } from '../request/form-body.ts';
 import { publicUrl, safeNext } from '../request/public-url.ts';
-import { clearLoginToken, loginToken, loginTokenValid, newToken, tokensMatch, type LoginCsrfOptions } from '../security/csrf.ts';
+import { clearLoginToken, loginToken, loginTokenValid, newToken, type LoginCsrfOptions } from '../security/csrf.ts';
 import { decoyHash, verifyPassword } from '../security/password-hash.ts';
 import { loginPage, rateLimitedPage } from '../views/login-page.ts';
 import { accountKey, USERNAME_RE, type Accounts } from './accounts.ts';
-import { CSRF_MISMATCH, type ConsoleState } from './require-session.ts';
 import { currentSession, type SessionData } from './session.ts';
 import type { SigninLimiter } from './signin-limit.ts';
 
@@ -100,6 +99,7 @@ export function loginRoutes(router: Router, d: LoginDeps): void {
   });
 
   router.post('/console/logout', async (ctx) => {
+    // csrfGuard (app.ts) has checked the session's token when there is a session.
     const s = currentSession(ctx);
     if (!s) {
       // Already signed out (expired, or another tab signed out): nothing to end.
@@ -108,9 +108,6 @@ export function loginRoutes(router: Router, d: LoginDeps): void {
       return;
     }
     const account = await d.accounts.get(s.account);
-    if (account) (ctx.state as ConsoleState).viewer = { username: account.username, role: account.role, csrf: s.csrf };
-    const form = await readForm(ctx.req);
-    if (!tokensMatch(field(form, 'csrf'), s.csrf)) throw new PageError(403, 'Request refused: security token mismatch', CSRF_MISMATCH);
     await d.record(ctx, 'console.signout', account?.username ?? s.account, account?.username ?? s.account);
     // Deletes the Redis record (autoCommit after this handler) and expires the cookie.
     ctx.session = null;

@@ -1,7 +1,11 @@
-// Gate for every console page but sign-in and static files: a live session whose account still exists, is enabled
-// and has not had its sessions revoked since this one signed in. Pages without one redirect to the sign-in page (on
-// the public URL, keeping where the person wanted to go); the API and the event stream answer 401 JSON instead, as
-// scripts and EventSource expect. State-changing requests must also carry the session's CSRF token.
+// Two gates.
+// requireSession, on every console page but sign-in and static files: a live session whose account still exists, is
+// enabled and has not had its sessions revoked since this one signed in. Pages without one redirect to the sign-in
+// page (on the public URL, keeping where the person wanted to go); the API and the event stream answer 401 JSON
+// instead, as scripts and EventSource expect.
+// csrfGuard, on every request of the app: anything that is not GET/HEAD/OPTIONS must carry the session's CSRF token
+// (form field `csrf`, or X-CSRF-Token for scripts), whatever route it is for, so a new route cannot forget it. The
+// sign-in form is the one exception: it has no session yet and checks its own token (csrf.ts).
 import type { Context, Next } from 'koa';
 import type { Config } from '../../../../shared/config.ts';
 import { PageError, wantsJson } from '../errors.ts';
@@ -13,14 +17,14 @@ import { currentSession, touch } from './session.ts';
 
 export interface ConsoleState {
   viewer?: Viewer;
-  /** The parsed form, when the CSRF check had to read it. */
+  /** The parsed form, once the CSRF guard has read it; handlers use this instead of reading the body again. */
   form?: URLSearchParams;
 }
 
 export const CSRF_MISMATCH =
-  "This request did not carry the security token of your session, so it was refused: it may have come from another site, or from a page opened before you last signed in. Reload the page and try again.";
+  'This request did not carry the security token of your session, so it was refused: it may have come from another site, or from a page opened before you last signed in. Reload the page and try again.';
 
-export function requireSession(cfg: Config, accounts: Accounts, readForm: (ctx: Context) => Promise<URLSearchParams>) {
+export function requireSession(cfg: Config, accounts: Accounts) {
   return async function sessionGate(ctx: Context, next: Next): Promise<void> {
     const s = currentSession(ctx);
     const account = s ? await accounts.get(s.account) : null;
@@ -36,18 +40,26 @@ export function requireSession(cfg: Config, accounts: Accounts, readForm: (ctx: 
       return;
     }
     touch(ctx);
-    const viewer: Viewer = { username: account.username, role: account.role, csrf: s.csrf };
-    (ctx.state as ConsoleState).viewer = viewer;
-    if (isStateChanging(ctx.method)) {
-      let given = String(ctx.get(CSRF_HEADER) ?? '');
-      if (given === '') {
-        const form = await readForm(ctx);
-        (ctx.state as ConsoleState).form = form;
-        const all = form.getAll(CSRF_FIELD);
-        given = all.length === 1 ? all[0] : '';
-      }
-      if (!tokensMatch(given, s.csrf)) throw new PageError(403, 'Request refused: security token mismatch', CSRF_MISMATCH);
+    (ctx.state as ConsoleState).viewer = { username: account.username, role: account.role, csrf: s.csrf };
+    await next();
+  };
+}
+
+export function csrfGuard(readForm: (ctx: Context) => Promise<URLSearchParams>) {
+  return async function csrf(ctx: Context, next: Next): Promise<void> {
+    if (!isStateChanging(ctx.method) || ctx.path === '/console/login') return next();
+    const s = currentSession(ctx);
+    // Signing out of a session that has already ended is not an attack; the handler just shows the sign-in page.
+    if (!s && ctx.path === '/console/logout') return next();
+    let given = ctx.get(CSRF_HEADER);
+    if (given === '') {
+      const form = await readForm(ctx);
+      (ctx.state as ConsoleState).form = form;
+      const all = form.getAll(CSRF_FIELD);
+      given = all.length === 1 ? all[0] : '';
     }
+    if (!s) throw new PageError(403, 'Session ended', 'Your session has ended, so this change was not made. Sign in again and repeat it.');
+    if (!tokensMatch(given, s.csrf)) throw new PageError(403, 'Request refused: security token mismatch', CSRF_MISMATCH);
     await next();
   };
 }

@@ -1,6 +1,7 @@
 // A small application/x-www-form-urlencoded reader with a hard size cap. The console's forms are a few short fields
-// (user name, password, CSRF token), so anything over the cap is refused before it is buffered: a client cannot make
-// us hold megabytes per request.
+// (user name, password, CSRF token), so anything over the cap is refused without being buffered: a client cannot make
+// us hold megabytes per request. The rest of a refused body is read and thrown away rather than left unread, because
+// closing a connection with unread data resets it, and the router would then report a 502 instead of our answer.
 import type { IncomingMessage } from 'node:http';
 
 export const FORM_LIMIT_BYTES = 16 * 1024;
@@ -16,12 +17,13 @@ export class FormError extends Error {
 /** Reads and parses the body. Throws FormError 415 (not a form), 413 (too large) or 400 (aborted). */
 export async function readForm(req: IncomingMessage, limit = FORM_LIMIT_BYTES): Promise<URLSearchParams> {
   const type = String(req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
-  // On refusal nothing more is read: the error page goes out with Connection: close (see errors.ts).
   if (type !== 'application/x-www-form-urlencoded') {
+    req.resume();
     throw new FormError(415, 'This address takes an HTML form (application/x-www-form-urlencoded).');
   }
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limit) {
+    req.resume();
     throw new FormError(413, `The form is larger than ${limit} bytes.`);
   }
   return new Promise((resolve, reject) => {
@@ -30,9 +32,9 @@ export async function readForm(req: IncomingMessage, limit = FORM_LIMIT_BYTES): 
     const onData = (chunk: Buffer) => {
       size += chunk.length;
       if (size > limit) {
-        // Stop buffering at once; the error page is sent with Connection: close so the rest is never read into memory.
+        // Stop buffering at once; the rest flows past with no listener keeping it.
         cleanup();
-        req.pause();
+        req.resume();
         reject(new FormError(413, `The form is larger than ${limit} bytes.`));
         return;
       }

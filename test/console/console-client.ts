@@ -1,0 +1,207 @@
+// A small browser stand-in for console tests: HTTP requests through the real router with a cookie jar, optional
+// source address on loopback (127.0.0.2 is a different client than 127.0.0.1), form posts, sign-in, and a reader for
+// the live tail's Server-Sent Events.
+import http from 'node:http';
+import { startImage, type Image, type ImageOptions } from '../harness/image.ts';
+
+export const PASSWORD = 'correct horse battery staple';
+
+export interface Reply {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+  /** Set-Cookie lines of this reply. */
+  cookies: string[];
+}
+
+export interface Req {
+  method?: string;
+  headers?: http.OutgoingHttpHeaders;
+  body?: string;
+  form?: Record<string, string>;
+  localAddress?: string;
+}
+
+/** Starts router + console (+ a test Redis) with a known administrator password. */
+export function startConsole(opts: ImageOptions = {}): Promise<Image> {
+  return startImage({ services: ['console'], ...opts, env: { HSE_CONSOLE_PASSWORD: PASSWORD, ...opts.env } });
+}
+
+export class Client {
+  readonly base: string;
+  readonly localAddress: string | undefined;
+  /** name -> value, as a browser would send them back (path and flags are not modelled; everything is /console). */
+  readonly jar = new Map<string, string>();
+
+  constructor(base: string, localAddress?: string) {
+    this.base = base;
+    this.localAddress = localAddress;
+  }
+
+  cookieHeader(): string {
+    return [...this.jar].map(([k, v]) => `${k}=${v}`).join('; ');
+  }
+
+  request(path: string, r: Req = {}): Promise<Reply> {
+    const headers: http.OutgoingHttpHeaders = { ...r.headers };
+    let body = r.body;
+    if (r.form) {
+      body = new URLSearchParams(r.form).toString();
+      headers['content-type'] = 'application/x-www-form-urlencoded';
+    }
+    if (this.jar.size && !headers.cookie) headers.cookie = this.cookieHeader();
+    return new Promise((resolve, reject) => {
+      const req = http.request(`${this.base}${path}`, { method: r.method ?? (body !== undefined ? 'POST' : 'GET'), headers, agent: false, localAddress: this.localAddress }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (d: Buffer) => chunks.push(d));
+        res.on('end', () => {
+          const cookies = res.headers['set-cookie'] ?? [];
+          for (const line of cookies) {
+            const [pair] = line.split(';');
+            const i = pair.indexOf('=');
+            const name = pair.slice(0, i);
+            const value = pair.slice(i + 1);
+            if (/expires=Thu, 01 Jan 1970/i.test(line) || value === '') this.jar.delete(name);
+            else this.jar.set(name, value);
+          }
+          resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks).toString(), cookies });
+        });
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+
+  /** The CSRF token in a page's forms. */
+  static csrfOf(page: string): string {
+    const m = /name="csrf" value="([^"]+)"/.exec(page);
+    if (!m) throw new Error(`no CSRF field in page:\n${page.slice(0, 2000)}`);
+    return m[1];
+  }
+
+  async loginForm(): Promise<string> {
+    const r = await this.request('/console/login');
+    if (r.status !== 200) throw new Error(`GET /console/login answered ${r.status}: ${r.body.slice(0, 500)}`);
+    return Client.csrfOf(r.body);
+  }
+
+  /** Posts the sign-in form (fetching it first for its token) and returns the reply to the POST. */
+  async signIn(username: string, password: string, next?: string): Promise<Reply> {
+    const csrf = await this.loginForm();
+    return this.request('/console/login', { form: { username, password, csrf, ...(next ? { next } : {}) } });
+  }
+
+  /** The CSRF token of the signed-in session, read from a console page. */
+  async sessionCsrf(): Promise<string> {
+    const r = await this.request('/console/logs');
+    if (r.status !== 200) throw new Error(`GET /console/logs answered ${r.status}`);
+    return Client.csrfOf(r.body);
+  }
+
+  /** Opens the live tail. */
+  stream(query = '', headers: http.OutgoingHttpHeaders = {}): Promise<EventStream> {
+    return new Promise((resolve, reject) => {
+      const req = http.get(
+        `${this.base}/console/logs/stream${query}`,
+        { headers: { cookie: this.cookieHeader(), accept: 'text/event-stream', ...headers }, agent: false, localAddress: this.localAddress },
+        (res) => resolve(new EventStream(req, res)),
+      );
+      req.on('error', reject);
+    });
+  }
+}
+
+export interface SseEvent {
+  event: string;
+  id: string;
+  data: string;
+}
+
+/** Parses a text/event-stream response as it arrives (event:, id:, data: lines; comments kept apart). */
+export class EventStream {
+  readonly req: http.ClientRequest;
+  readonly res: http.IncomingMessage;
+  readonly events: SseEvent[] = [];
+  readonly comments: string[] = [];
+  raw = '';
+  ended = false;
+  private buf = '';
+  private waiters: (() => void)[] = [];
+
+  constructor(req: http.ClientRequest, res: http.IncomingMessage) {
+    this.req = req;
+    this.res = res;
+    res.setEncoding('utf8');
+    res.on('data', (d: string) => {
+      this.raw += d;
+      this.buf += d;
+      let i: number;
+      while ((i = this.buf.indexOf('\n\n')) !== -1) {
+        const block = this.buf.slice(0, i);
+        this.buf = this.buf.slice(i + 2);
+        const ev: SseEvent = { event: 'message', id: '', data: '' };
+        let isEvent = false;
+        for (const line of block.split('\n')) {
+          if (line.startsWith(':')) this.comments.push(line.slice(1).trim());
+          else if (line.startsWith('event: ')) ((ev.event = line.slice(7)), (isEvent = true));
+          else if (line.startsWith('id: ')) ev.id = line.slice(4);
+          else if (line.startsWith('data: ')) ((ev.data += line.slice(6)), (isEvent = true));
+        }
+        if (isEvent) this.events.push(ev);
+      }
+      this.wake();
+    });
+    res.on('end', () => {
+      this.ended = true;
+      this.wake();
+    });
+    res.on('error', () => {});
+    req.on('error', () => {});
+  }
+
+  private wake(): void {
+    const w = this.waiters;
+    this.waiters = [];
+    for (const f of w) f();
+  }
+
+  /** Waits until an event passes `test` (or the stream ends, or the deadline passes: then it throws with what came). */
+  async waitFor(test: (e: SseEvent) => boolean, what: string, ms = 20_000): Promise<SseEvent> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const hit = this.events.find(test);
+      if (hit) return hit;
+      if (this.ended || Date.now() > deadline) throw new Error(`live tail: no ${what}; received:\n${this.raw}`);
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, Math.max(1, deadline - Date.now()));
+        this.waiters.push(() => {
+          clearTimeout(t);
+          resolve();
+        });
+      });
+    }
+  }
+
+  close(): void {
+    this.req.destroy();
+  }
+}
+
+/** The entry objects of `console.*` events, parsed. */
+export function entryOf(e: SseEvent): { id: string; action: string; actor: string; ip: string; target: string; details: Record<string, unknown> } {
+  return JSON.parse(e.data);
+}
+
+/** Attribute list of one Set-Cookie line, lower-cased names: { path: '/console', httponly: '', ... }. */
+export function cookieAttributes(line: string): { name: string; value: string; attrs: Record<string, string> } {
+  const [pair, ...rest] = line.split(';').map((s) => s.trim());
+  const i = pair.indexOf('=');
+  const attrs: Record<string, string> = {};
+  for (const a of rest) {
+    const j = a.indexOf('=');
+    if (j === -1) attrs[a.toLowerCase()] = '';
+    else attrs[a.slice(0, j).toLowerCase()] = a.slice(j + 1);
+  }
+  return { name: pair.slice(0, i), value: pair.slice(i + 1), attrs };
+}
