@@ -3,7 +3,7 @@
 // with status 2, which the supervisor (ecosystem.config.cjs, stop_exit_codes) treats as "do not restart".
 import path from 'node:path';
 import ipaddr from 'ipaddr.js';
-import { TrustedProxies, TrustedProxyError, parseEntry, splitList, type TrustedRange } from './trusted-proxies.ts';
+import { familiesCoveredTogether, TrustedProxies, TrustedProxyError, parseEntry, splitList, type TrustedRange } from './trusted-proxies.ts';
 
 export type DerpMode = 'own' | 'public';
 
@@ -194,6 +194,13 @@ function trustedProxies(env: Env, any: boolean, warnings: string[]): TrustedProx
       );
     }
     ranges.push(r);
+  }
+  const together = any ? [] : familiesCoveredTogether(ranges);
+  if (together.length > 0) {
+    throw new ConfigError(
+      name,
+      `the entries together trust every ${together[0]} address, so any client could forge its address; list only your proxy (a /32 or /128), or set HSE_TRUSTED_PROXIES_ANY=1 if you really mean it`,
+    );
   }
   return new TrustedProxies(ranges);
 }

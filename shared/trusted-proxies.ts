@@ -50,7 +50,9 @@ export function parseEntry(entry: string): TrustedRange {
   let range: [Address, number];
   let alsoAllV4 = false;
   if (text.includes('/')) {
-    const [addrText, bitsText] = text.split('/', 2);
+    const parts = text.split('/');
+    if (parts.length !== 2) throw new TrustedProxyError(`"${entry}" is not an IP address or CIDR`);
+    const [addrText, bitsText] = parts;
     const addr = parseAddress(addrText);
     if (!/^\d{1,3}$/.test(bitsText) || addr === null) throw new TrustedProxyError(`"${entry}" is not an IP address or CIDR`);
     const bits = Number(bitsText);
@@ -82,6 +84,39 @@ export function parseEntry(entry: string): TrustedRange {
   if (range[1] === 0) coversAll = width === 32 ? 'IPv4' : 'IPv6';
   else if (alsoAllV4) coversAll = 'IPv4';
   return { source: text, ranges, hostBits: width - range[1], coversAll };
+}
+
+function toBigInt(addr: Address): bigint {
+  let n = 0n;
+  for (const b of addr.toByteArray()) n = (n << 8n) | BigInt(b);
+  return n;
+}
+
+/**
+ * The families that the entries together trust entirely: several narrower entries can add up to 0.0.0.0/0
+ * ("0.0.0.0/1, 128.0.0.0/1"), which is the same mistake as writing it. Ranges are merged as integer intervals.
+ */
+export function familiesCoveredTogether(entries: TrustedRange[]): ('IPv4' | 'IPv6')[] {
+  const out: ('IPv4' | 'IPv6')[] = [];
+  for (const [family, kind, width] of [['IPv4', 'ipv4', 32], ['IPv6', 'ipv6', 128]] as const) {
+    const intervals: [bigint, bigint][] = [];
+    for (const e of entries) {
+      for (const [addr, bits] of e.ranges) {
+        if (addr.kind() !== kind) continue;
+        const size = 1n << BigInt(width - bits);
+        const start = (toBigInt(addr) / size) * size;
+        intervals.push([start, start + size]);
+      }
+    }
+    intervals.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+    let reach = 0n;
+    for (const [start, end] of intervals) {
+      if (start > reach) break;
+      if (end > reach) reach = end;
+    }
+    if (reach === 1n << BigInt(width)) out.push(family);
+  }
+  return out;
 }
 
 export function splitList(value: string): string[] {
