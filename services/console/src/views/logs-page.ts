@@ -60,9 +60,9 @@ function filterForm(f: RawFilter, filtered: boolean): Html {
   <label>Action<input name="action" value="${f.action}" list="known-actions" placeholder="console.*" autocomplete="off"></label>
   <datalist id="known-actions">${KNOWN_ACTIONS.map((a) => html`<option value="${a}"></option>`)}</datalist>
   <label>Actor<input name="actor" value="${f.actor}" placeholder="admin" autocomplete="off" autocapitalize="none"></label>
-  <label>Address<input name="address" value="${f.address}" placeholder="203.0.113.7 or 10.0.0.0/8" autocomplete="off"></label>
+  <label>Address<input name="address" value="${f.address}" placeholder="10.0.0.0/8" autocomplete="off"></label>
   <label class="wide">Text<input name="text" type="search" value="${f.text}" placeholder="words anywhere in the entry" autocomplete="off"></label>
-  <label>From (UTC)<input name="from" value="${f.from}" placeholder="2025-01-31T14:00" autocomplete="off"></label>
+  <label>From (UTC)<input name="from" value="${f.from}" placeholder="2025-01-31 14:00" autocomplete="off"></label>
   <label>To (UTC)<input name="to" value="${f.to}" placeholder="2025-01-31" autocomplete="off"></label>
   <div class="actions">
     <button type="submit" class="button primary">Filter</button>
