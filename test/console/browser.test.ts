@@ -106,7 +106,7 @@ test.serial('on a phone the log reads as cards, and sign-out returns to the sign
   await page.locator('#live-status[data-state="live"]').waitFor();
   const header = page.locator('#log-table thead');
   t.false(await header.isVisible(), 'table header folds away on a phone');
-  const width = await page.evaluate(() => document.documentElement.scrollWidth);
+  const width = (await page.evaluate('document.documentElement.scrollWidth')) as number;
   t.true(width <= 390, `no sideways scrolling (page is ${width}px wide)`);
   await page.screenshot({ path: path.join(ARTIFACTS, 'phone-logs.png'), fullPage: true });
 
