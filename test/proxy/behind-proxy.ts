@@ -1,0 +1,174 @@
+// The proxy-mode checks for one kind of reverse proxy, registered into the calling test file: the whole image in
+// proxy mode (HSE_PUBLIC_URL=https://127.0.0.1:<proxy port>, HSE_TLS=off, HSE_TRUSTED_PROXIES=127.0.0.1/32) behind
+// the real proxy started from its example in advanced/proxy/, and a client that speaks HTTPS to the proxy only.
+//   1  GET /key answers 200 with JSON;
+//   2  GET /console redirects to the sign-in page on the public https URL;
+//   3  the console's cookies carry Secure;
+//   4  a sign-in from 127.0.0.2 (not the proxy's 127.0.0.1) is logged with 127.0.0.2;
+//   5  the forged X-Forwarded-For and X-Real-IP that same request carried are ignored;
+//   (6, the published ports of the compose overlay, does not depend on the proxy: compose.test.ts.)
+// Then, with the official Tailscale client: two nodes join with the https:// login URL through the proxy, reach
+// Running, see each other and ping through our relay, also reached through the proxy.
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import test from 'ava';
+import { createTestCA, TEST_DOMAIN, type TestCA } from '../harness/ca.ts';
+import { startImage, type Image } from '../harness/image.ts';
+import { freePort, NODE, ROOT } from '../harness/process.ts';
+import { missingProxy, startProxy, type ProxyKind, type RunningProxy } from '../harness/proxies.ts';
+import { haveTailscale, TsNode, type TsStatus } from '../harness/tailscale.ts';
+import { HttpsClient, waitProxied } from './https-client.ts';
+
+const exec = promisify(execFile);
+
+export const PASSWORD = 'proxy mode test password';
+/** Addresses a client could claim in headers; none of them may show up anywhere. */
+const FORGED_XFF = '203.0.113.7';
+const FORGED_REAL_IP = '203.0.113.8';
+/** Tailscale v1.102's capability version, as its client sends it to /key. */
+const CAPVER = 142;
+
+interface Setup {
+  ca: TestCA;
+  image: Image;
+  proxy: RunningProxy;
+}
+
+export function behindProxy(kind: ProxyKind): void {
+  const missing = missingProxy(kind);
+  if (missing) {
+    test(`${kind} is installed`, (t) => t.fail(missing));
+    return;
+  }
+  let s: Setup | undefined;
+  const nodes: TsNode[] = [];
+
+  test.before(async () => {
+    const ca = await createTestCA();
+    const ports = { https: await freePort(), http: await freePort() };
+    const publicUrl = `https://${TEST_DOMAIN}:${ports.https}`;
+    const image = await startImage({
+      publicUrl,
+      env: { HSE_TLS: 'off', HSE_TRUSTED_PROXIES: '127.0.0.1/32', HSE_CONSOLE_PASSWORD: PASSWORD },
+    });
+    try {
+      const proxy = await startProxy(kind, { domain: TEST_DOMAIN, upstream: { host: '127.0.0.1', port: image.port }, ca, ports });
+      s = { ca, image, proxy };
+      await waitProxied(proxy.url, ca.caPem);
+    } catch (e) {
+      await s?.proxy.stop();
+      await image.stop();
+      ca.remove();
+      s = undefined;
+      throw e;
+    }
+  });
+
+  test.after.always(async () => {
+    for (const n of nodes) await n.destroy();
+    await s?.proxy.stop();
+    await s?.image.stop();
+    s?.ca.remove();
+  });
+
+  const client = (localAddress?: string) => new HttpsClient(s!.proxy.url, s!.ca.caPem, localAddress);
+  /** What the processes and the proxy printed, for a failing assertion. */
+  const logs = () => `${s!.image.logs()}\n----- ${kind} -----\n${s!.proxy.output()}`;
+
+  test.serial(`${kind} 1: GET /key answers 200 with the server's key as JSON`, async (t) => {
+    const r = await client().request(`/key?v=${CAPVER}`);
+    t.is(r.status, 200, logs());
+    t.regex(String(r.headers['content-type']), /^application\/json/);
+    const body = JSON.parse(r.body) as { publicKey: string };
+    t.regex(body.publicKey, /^mkey:[0-9a-f]{64}$/);
+  });
+
+  test.serial(`${kind} 2: GET /console redirects to the sign-in page at the public https URL`, async (t) => {
+    const r = await client().request('/console');
+    t.true([302, 303].includes(r.status), `status ${r.status}`);
+    t.is(r.headers.location, `${s!.proxy.url}/console/login`);
+  });
+
+  test.serial(`${kind} 3: the console's cookies carry Secure`, async (t) => {
+    const c = client();
+    const r = await c.signIn('admin', PASSWORD);
+    t.is(r.status, 303, r.body.slice(0, 500));
+    t.true(r.cookies.length > 0, 'sign-in set no cookie');
+    for (const line of r.cookies) t.regex(line, /;\s*secure(;|$)/i, line);
+    t.true([...c.jar.keys()].some((k) => k.startsWith('__Secure-')), [...c.jar.keys()].join(', '));
+  });
+
+  // 4 and 5 read the same sign-in: made from 127.0.0.2 with forged address headers.
+  let signedInEntries: { ip: string; action: string; actor: string }[] | null = null;
+  async function entriesAfterForgedSignIn(): Promise<{ ip: string; action: string; actor: string }[]> {
+    if (signedInEntries) return signedInEntries;
+    const c = client('127.0.0.2');
+    const r = await c.signIn('admin', PASSWORD, { 'x-forwarded-for': FORGED_XFF, 'x-real-ip': FORGED_REAL_IP });
+    if (r.status !== 303) throw new Error(`sign-in from 127.0.0.2 answered ${r.status}: ${r.body.slice(0, 300)}`);
+    const list = await c.request('/console/api/logs?action=console.signin&limit=500');
+    if (list.status !== 200) throw new Error(`/console/api/logs answered ${list.status}: ${list.body.slice(0, 300)}`);
+    signedInEntries = (JSON.parse(list.body) as { entries: { ip: string; action: string; actor: string }[] }).entries;
+    return signedInEntries;
+  }
+
+  test.serial(`${kind} 4: a sign-in from 127.0.0.2 shows 127.0.0.2 in the activity log, not the proxy's address`, async (t) => {
+    const entries = await entriesAfterForgedSignIn();
+    // Newest first: the sign-in just made. Check 3 signed in from 127.0.0.1 (the same host as the proxy) before it.
+    t.is(entries[0]?.ip, '127.0.0.2', JSON.stringify(entries));
+    t.is(entries[0]?.actor, 'admin');
+  });
+
+  test.serial(`${kind} 5: forged X-Forwarded-For and X-Real-IP on that request are ignored`, async (t) => {
+    const entries = await entriesAfterForgedSignIn();
+    const text = JSON.stringify(entries);
+    t.false(text.includes(FORGED_XFF), text);
+    t.false(text.includes(FORGED_REAL_IP), text);
+  });
+
+  if (!haveTailscale()) {
+    test(`${kind}: official Tailscale client is installed`, (t) => t.fail('tailscaled/tailscale not found; run .ci/run or go install them (see README)'));
+    return;
+  }
+
+  async function hse(...args: string[]): Promise<string> {
+    const { stdout } = await exec(NODE, [path.join(ROOT, 'bin/hse.ts'), ...args], { env: { ...s!.image.env, PATH: process.env.PATH } });
+    return stdout;
+  }
+
+  const running = (x: TsStatus) => x.BackendState === 'Running';
+
+  /**
+   * `tailscale ping` output. The harness keeps clients on the relay (TS_DEBUG_ALWAYS_USE_DERP), so after its pongs
+   * the command ends with "direct connection not established" and status 1; that is the expected ending here.
+   */
+  async function pingViaRelay(n: TsNode, ip: string): Promise<string> {
+    try {
+      return (await n.cli(['ping', '--c=5', '--timeout=10s', ip], 60_000)).stdout;
+    } catch (e) {
+      const err = e as { stdout?: string; stderr?: string };
+      if (err.stderr?.includes('direct connection not established') && err.stdout) return err.stdout;
+      throw e;
+    }
+  }
+
+  test.serial(`${kind}: two official clients join with the https:// login URL through the proxy and ping each other via the relay`, async (t) => {
+    await hse('users', 'create', 'proxyuser');
+    const key = (JSON.parse(await hse('keys', 'create', '--user', 'proxyuser', '--reusable', '--json')) as { key: string }).key;
+    const names = [`${kind}-a`, `${kind}-b`];
+    for (const name of names) {
+      // The client trusts only the throwaway CA: it reaches hse through the proxy's certificate or not at all.
+      const n = new TsNode({ name, env: { SSL_CERT_FILE: s!.ca.caFile } });
+      nodes.push(n);
+      await n.start();
+    }
+    const [a, b] = nodes;
+    await Promise.all([a.up(s!.proxy.url, [`--auth-key=${key}`]), b.up(s!.proxy.url, [`--auth-key=${key}`])]);
+    const sa = await a.waitFor((x) => running(x) && a.peers(x).some((p) => p.HostName === names[1] && p.Online), `${names[0]} to see ${names[1]} online`);
+    await b.waitFor((x) => running(x) && b.peers(x).some((p) => p.HostName === names[0] && p.Online), `${names[1]} to see ${names[0]} online`);
+    const peer = a.peers(sa).find((p) => p.HostName === names[1])!;
+    const stdout = await pingViaRelay(a, peer.TailscaleIPs[0]);
+    t.regex(stdout, new RegExp(`pong from ${names[1]}`));
+    t.regex(stdout, /via DERP\(hse\)/);
+  });
+}

@@ -1,0 +1,4 @@
+// The proxy-mode checks behind Debian's Caddy, started from advanced/proxy/ (see behind-proxy.ts).
+import { behindProxy } from './behind-proxy.ts';
+
+behindProxy('caddy');
