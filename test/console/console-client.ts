@@ -1,7 +1,10 @@
 // A small browser stand-in for console tests: HTTP requests through the real router with a cookie jar, optional
 // source address on loopback (127.0.0.2 is a different client than 127.0.0.1), form posts, sign-in, and a reader for
 // the live tail's Server-Sent Events.
+import { spawn } from 'node:child_process';
 import http from 'node:http';
+import path from 'node:path';
+import { NODE, ROOT } from '../harness/process.ts';
 import { startImage, type Image, type ImageOptions } from '../harness/image.ts';
 
 export const PASSWORD = 'correct horse battery staple';
@@ -204,4 +207,17 @@ export function cookieAttributes(line: string): { name: string; value: string; a
     else attrs[a.slice(0, j).toLowerCase()] = a.slice(j + 1);
   }
   return { name: pair.slice(0, i), value: pair.slice(i + 1), attrs };
+}
+
+/** Runs one of the console's command-line tools to completion (runProcess takes no arguments). */
+export function runTool(script: string, args: string[], env: Record<string, string>, stdin = ''): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(NODE, [path.join(ROOT, script), ...args], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let output = '';
+    p.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    p.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    p.on('error', reject);
+    p.on('exit', (code) => resolve({ code, output }));
+    p.stdin.end(stdin);
+  });
 }

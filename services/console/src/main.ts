@@ -13,12 +13,13 @@ import { connectRedis } from '../../../shared/redis.ts';
 import { openStreams } from './activity/stream-route.ts';
 import { ActivityTail } from './activity/tail.ts';
 import { createConsole } from './app.ts';
-import { ensureFirstAdmin, SettingError } from './auth/first-admin.ts';
+import { configuredPassword, ensureFirstAdmin, SettingError } from './auth/first-admin.ts';
 import { loadCookieKeys } from './auth/session-keys.ts';
 
 const cfg = loadConfig('console');
 const log = new Logger('console', cfg.logLevel);
 ensureDirs(cfg);
+refuseBadPasswordSetting();
 
 const redis = connectRedis(cfg, log, 'console');
 const tail = new ActivityTail(() => connectRedis(cfg, log.child('tail'), 'console-tail'), log.child('tail'));
@@ -34,6 +35,17 @@ server.on('clientError', (e: Error, socket: Duplex) => {
   log.debug('bad request from router', { error: e.message });
   if (!socket.destroyed) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
 });
+
+/** Password settings are checked before anything else, so a mistake there is reported even while Redis is down. */
+function refuseBadPasswordSetting(): void {
+  try {
+    configuredPassword(cfg);
+  } catch (e) {
+    if (!(e instanceof SettingError)) throw e;
+    process.stderr.write(`hse console: refused configuration: ${e.variable}: ${e.message}\n`);
+    process.exit(2);
+  }
+}
 
 /** Loads the cookie key and creates the first administrator; true when done. */
 async function bootstrap(): Promise<boolean> {
