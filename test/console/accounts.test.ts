@@ -73,6 +73,7 @@ test('sessions end at the idle and absolute lifetimes, and when the account is d
   t.is((await idle.c.request('/console/logs')).status, 200);
   await age(idle.key, 'seen', hour + 1000);
   t.is((await idle.c.request('/console/logs')).status, 302, 'idle for over an hour');
+  t.is(await redis.exists(idle.key), 0, 'and its record is deleted, not left to its TTL');
 
   const old = await signedIn();
   await age(old.key, 'authAt', 8 * hour + 1000);

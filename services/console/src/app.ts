@@ -79,6 +79,7 @@ export function createConsole(d: ConsoleDeps): ConsoleApp {
     await next();
   });
   app.use(session(sessionOptions(cfg, redis) as Parameters<typeof session>[0], app));
+
   app.use(csrfGuard((ctx) => readForm(ctx.req)));
 
   const router = new Router();

@@ -64,11 +64,18 @@ export function redisSessionStore(redis: Redis) {
     async get(id: string): Promise<Record<string, unknown> | null> {
       const json = await redis.get(sessionKey(id));
       if (json === null) return null;
+      let data: Record<string, unknown> | null = null;
       try {
-        return JSON.parse(json) as Record<string, unknown>;
+        data = JSON.parse(json) as Record<string, unknown>;
       } catch {
+        // unreadable: treated like an ended session below
+      }
+      if (!isLive(data as Partial<SessionData> | null)) {
+        // Past a lifetime: delete it now rather than leave it to its TTL.
+        await redis.del(sessionKey(id));
         return null;
       }
+      return data;
     },
     async set(id: string, sess: Record<string, unknown>): Promise<void> {
       const ttl = remaining(sess as Partial<SessionData>);
