@@ -26,6 +26,11 @@ export const HEARTBEAT_MS = 15_000;
 const CATCH_UP_MAX = 500;
 /** Open streams per console process. Each is cheap, but not free. */
 const MAX_STREAMS = 500;
+/**
+ * Bytes a stream may have waiting for a client that does not read. Past this it is closed; EventSource reconnects with
+ * Last-Event-ID and catches up from Redis, so a stalled tab costs a reconnect, not our memory.
+ */
+const MAX_BUFFERED = 1024 * 1024;
 
 export interface StreamDeps {
   redis: Redis;
@@ -68,8 +73,22 @@ export function streamRoute(router: Router, d: StreamDeps): void {
       }
       if (!out || compareIds(e.id, cursor!) <= 0) return;
       cursor = e.id;
-      if (f.test(e)) out.write(frame(e));
+      if (f.test(e)) send(frame(e));
     };
+    const send = (chunk: string) => {
+      if (!out || out.destroyed) return;
+      if (out.writableLength > MAX_BUFFERED) {
+        out.destroy();
+        return;
+      }
+      out.write(chunk);
+    };
+    // Registered before any await: a client that leaves while we read the backlog must not leave a stream behind.
+    let gone = false;
+    ctx.res.once('close', () => {
+      gone = true;
+      out?.destroy();
+    });
     const sub = d.tail.subscribe(deliver);
     let backlog: ActivityEntry[];
     try {
@@ -82,6 +101,10 @@ export function streamRoute(router: Router, d: StreamDeps): void {
     } catch (e) {
       sub.close();
       throw e;
+    }
+    if (gone) {
+      sub.close();
+      return;
     }
 
     out = new PassThrough();
@@ -98,11 +121,11 @@ export function streamRoute(router: Router, d: StreamDeps): void {
     stream.write(`retry: 3000\n: connected\n\n`);
 
     if (backlog.length > CATCH_UP_MAX) {
-      stream.write('event: reload\ndata: {}\n\n');
+      send('event: reload\ndata: {}\n\n');
     } else {
       for (const e of backlog) {
         cursor = e.id;
-        if (f.test(e)) stream.write(frame(e));
+        if (f.test(e)) send(frame(e));
       }
     }
     const waiting = queued;
@@ -125,7 +148,7 @@ export function streamRoute(router: Router, d: StreamDeps): void {
           stream.end('event: end\ndata: {"reason":"signed-out"}\n\n');
           return;
         }
-        stream.write(`: ping ${new Date().toISOString()}\n\n`);
+        send(`: ping ${new Date().toISOString()}\n\n`);
       })();
     }, HEARTBEAT_MS);
 
@@ -135,6 +158,5 @@ export function streamRoute(router: Router, d: StreamDeps): void {
       openStreams.delete(stream);
     };
     stream.once('close', cleanup);
-    ctx.res.once('close', () => stream.destroy());
   });
 }
