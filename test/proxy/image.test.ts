@@ -1,0 +1,144 @@
+// The container's own steps without a Docker engine: the scripts deploy/Dockerfile runs (image-setup.sh verify), its
+// ENTRYPOINT (entrypoint.sh: the image's config check, then pm2-runtime with the real ecosystem file, embedded Redis
+// included) in proxy mode as the overlay starts it, its HEALTHCHECK (healthcheck.sh), and the refusals an operator
+// sees instead of a restart loop.
+import { execFile, spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import test from 'ava';
+import { parseConfig } from '../../shared/config.ts';
+import { checkImage, proxyModeRefusal } from '../../deploy/check-config.ts';
+import { healthUrl } from '../../deploy/healthcheck.ts';
+import { freePort, freeUdpPort, ROOT } from '../harness/process.ts';
+
+const run = promisify(execFile);
+const ENTRYPOINT = path.join(ROOT, 'deploy/entrypoint.sh');
+const HEALTHCHECK = path.join(ROOT, 'deploy/healthcheck.sh');
+
+function tempDir(prefix: string): string {
+  // Short: the data dir holds the run dir's Unix sockets (107-byte limit).
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+test('image-setup.sh verify: the tree the Dockerfile copies can run', async (t) => {
+  const { stdout } = await run(path.join(ROOT, 'deploy/image-setup.sh'), ['verify'], { env: { PATH: process.env.PATH } });
+  t.regex(stdout, /^image-setup verify: ok \(node 24\.\d+\.\d+, /);
+});
+
+test('entrypoint with --require-proxy-mode refuses an http:// public URL with one line and status 2', async (t) => {
+  const dir = tempDir('hse-ep-');
+  try {
+    const r = spawnSync(ENTRYPOINT, ['--require-proxy-mode'], {
+      env: { PATH: process.env.PATH, HOME: dir, PM2_HOME: path.join(dir, 'pm2'), HSE_DATA_DIR: path.join(dir, 'd'), HSE_PUBLIC_URL: 'http://vpn.example.com', HSE_TLS: 'off' },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    t.is(r.status, 2, r.stderr);
+    const lines = r.stderr.trim().split('\n');
+    t.is(lines.length, 1, r.stderr);
+    t.regex(lines[0], /^hse image: refused configuration: HSE_PUBLIC_URL: "http:\/\/vpn\.example\.com" is not https:\/\//);
+    t.false(fs.existsSync(path.join(dir, 'pm2')), 'the supervisor never started');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('entrypoint refuses what every process refuses (a trusted range holding every address), status 2', async (t) => {
+  const dir = tempDir('hse-ep-');
+  try {
+    const r = spawnSync(ENTRYPOINT, ['--require-proxy-mode'], {
+      env: { PATH: process.env.PATH, HOME: dir, PM2_HOME: path.join(dir, 'pm2'), HSE_DATA_DIR: path.join(dir, 'd'), HSE_PUBLIC_URL: 'https://vpn.example.com', HSE_TLS: 'off', HSE_TRUSTED_PROXIES: '0.0.0.0/0' },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    t.is(r.status, 2, r.stderr);
+    t.regex(r.stderr, /refused configuration: HSE_TRUSTED_PROXIES: "0\.0\.0\.0\/0"/);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('check-config: proxy mode needs https and TLS off; an empty trusted list is warned about', (t) => {
+  const base = { HSE_DATA_DIR: '/tmp/hse-unused', HSE_TLS: 'off' };
+  t.is(proxyModeRefusal(parseConfig({ ...base, HSE_PUBLIC_URL: 'http://vpn.example.com' }))?.variable, 'HSE_PUBLIC_URL');
+  t.is(proxyModeRefusal(parseConfig({ ...base, HSE_PUBLIC_URL: 'https://vpn.example.com', HSE_TLS: 'on' }))?.variable, 'HSE_TLS');
+  t.is(proxyModeRefusal(parseConfig({ ...base, HSE_PUBLIC_URL: 'https://vpn.example.com' })), null);
+  const dir = tempDir('hse-cc-');
+  try {
+    const v = checkImage(parseConfig({ HSE_DATA_DIR: dir, HSE_TLS: 'off', HSE_PUBLIC_URL: 'https://vpn.example.com' }), { requireProxyMode: true, uid: 0 });
+    t.is(v.status, 0);
+    t.regex(v.problems.join('\n'), /HSE_TRUSTED_PROXIES is empty/);
+    t.regex(v.summary, /proxy mode .* public URL https:\/\/vpn\.example\.com/);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('healthcheck asks the router on loopback when it listens on every interface', (t) => {
+  const cfg = (env: Record<string, string>) => parseConfig({ HSE_DATA_DIR: '/tmp/hse-unused', ...env });
+  t.is(healthUrl(cfg({ HSE_LISTEN_ADDRESS: '0.0.0.0', HSE_HTTP_PORT: '8080' })).href, 'http://127.0.0.1:8080/health');
+  t.is(healthUrl(cfg({ HSE_LISTEN_ADDRESS: '::', HSE_HTTP_PORT: '8080' })).href, 'http://[::1]:8080/health');
+  t.is(healthUrl(cfg({ HSE_PUBLIC_URL: 'https://vpn.example.com', HSE_LISTEN_ADDRESS: '0.0.0.0' })).href, 'https://127.0.0.1/health');
+  t.is(healthUrl(cfg({ HSE_PUBLIC_URL: 'https://vpn.example.com', HSE_LISTEN_ADDRESS: '127.0.0.1', HSE_HTTPS_PORT: '8443' })).href, 'https://127.0.0.1:8443/health');
+});
+
+test('healthcheck reports unhealthy (status 1, one line) when nothing answers', async (t) => {
+  const port = await freePort();
+  const r = spawnSync(HEALTHCHECK, [], { env: { PATH: process.env.PATH, HSE_HTTP_PORT: String(port), HSE_DATA_DIR: '/tmp/hse-unused' }, encoding: 'utf8', timeout: 30_000 });
+  t.is(r.status, 1);
+  t.regex(r.stderr.trim(), new RegExp(`^hse health: unhealthy: http://127\\.0\\.0\\.1:${port}/health: `));
+});
+
+test('entrypoint in proxy mode runs the whole image under pm2-runtime (embedded Redis included) until healthy, and stops on SIGTERM', async (t) => {
+  const dir = tempDir('hse-ep-');
+  const port = await freePort();
+  const env = {
+    PATH: process.env.PATH,
+    HOME: dir,
+    PM2_HOME: path.join(dir, 'pm2'),
+    HSE_DATA_DIR: path.join(dir, 'd'),
+    HSE_PUBLIC_URL: `https://127.0.0.1:${await freePort()}`,
+    HSE_TLS: 'off',
+    HSE_TRUSTED_PROXIES: '127.0.0.1/32',
+    // On a shared test machine: loopback only (the container sets 0.0.0.0 and lets the publish rule restrict it).
+    HSE_LISTEN_ADDRESS: '127.0.0.1',
+    HSE_HTTP_PORT: String(port),
+    HSE_STUN_PORT: String(await freeUdpPort()),
+    HSE_CONSOLE_PASSWORD: 'image test password',
+  };
+  const proc = spawn(ENTRYPOINT, ['--require-proxy-mode'], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  let out = '';
+  proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  proc.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
+  try {
+    let health = { status: -1 as number | null, stdout: '', stderr: '' };
+    for (let i = 0; i < 240 && proc.exitCode === null; i++) {
+      health = spawnSync(HEALTHCHECK, [], { env, encoding: 'utf8', timeout: 15_000 });
+      if (health.status === 0) break;
+      await sleep(250);
+    }
+    t.is(health.status, 0, `${health.stderr}\n--- entrypoint ---\n${out}`);
+    t.regex(health.stdout, /^hse health: healthy: http:\/\/127\.0\.0\.1:\d+\/health answered 200/);
+    t.regex(out, /hse image: proxy mode \(TLS at your proxy\), public URL https:\/\/127\.0\.0\.1:\d+, router on 127\.0\.0\.1:\d+, trusted proxies 127\.0\.0\.1\/32/);
+    const key = await fetch(`http://127.0.0.1:${port}/key?v=142`);
+    t.is(key.status, 200);
+    // The embedded Redis keeps its data on the data volume.
+    t.true(fs.existsSync(path.join(env.HSE_DATA_DIR, 'redis')), fs.readdirSync(env.HSE_DATA_DIR).join(', '));
+    proc.kill('SIGTERM');
+    const code = await Promise.race([exited, sleep(40_000).then(() => 'timeout' as const)]);
+    t.not(code, 'timeout', `pm2-runtime did not stop on SIGTERM:\n${out}`);
+    await t.throwsAsync(fetch(`http://127.0.0.1:${port}/health`), undefined, 'the router stopped with the supervisor');
+  } finally {
+    // Anything left (a failed run): the entrypoint started its own process group.
+    try {
+      process.kill(-proc.pid!, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
