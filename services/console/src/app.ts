@@ -74,7 +74,7 @@ export function createConsole(d: ConsoleDeps): ConsoleApp {
     await next();
   });
   app.use(serveStatic);
-  app.use(async (ctx: Context, next: Next) => {
+  app.use(async (_ctx: Context, next: Next) => {
     if (!ready) throw new PageError(503, 'Console starting', `The console is starting and is not ready yet. ${STORE_UNAVAILABLE}`, { 'Retry-After': '5' });
     await next();
   });

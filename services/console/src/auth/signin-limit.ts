@@ -7,7 +7,7 @@
 // The address is the one the router resolved. Behind a reverse proxy that is not in HSE_TRUSTED_PROXIES every
 // visitor appears as the proxy, so they all share one budget: the documented pitfall (README, proxy mode).
 import type { Redis } from 'ioredis';
-import type { Context, Next } from 'koa';
+import type { Context } from 'koa';
 import ratelimit from 'koa-ratelimit';
 import { parseAddress } from '../../../../shared/trusted-proxies.ts';
 import { K } from '../../../../shared/redis-keys.ts';
