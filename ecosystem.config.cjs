@@ -1,0 +1,67 @@
+// pm2 process list of the image: `pm2-runtime start ecosystem.config.cjs` in the container (npm start),
+// `pm2 start ecosystem.config.cjs` on bare metal (npm run up). One process per box of DESIGN.md, each run by the
+// project's pinned Node 24 from node_modules, not whatever `node` the machine has.
+//
+// Restart policy: a process that exits is restarted with exponential backoff (0.5 s doubling to 15 s, reset after
+// it has run for 30 s), except exit status 2, which every hse process uses for "refused configuration" (and the
+// Redis launcher for "redis-server not installed"): restarting cannot fix that, so pm2 leaves it stopped and the
+// one-line reason stays at the end of its log.
+//
+// Settings come from the environment pm2 is started with; an `.env` file next to this one fills in what that
+// environment does not set. The two checks below (is HSE_REDIS_URL set, is HSE_DERP_MODE public) only choose which
+// processes exist; every process still validates all settings itself through shared/config.ts.
+'use strict';
+const fs = require('node:fs');
+const path = require('node:path');
+const util = require('node:util');
+
+const root = __dirname;
+const node = path.join(root, 'node_modules', '.bin', 'node');
+
+/** Variables from ./.env that the environment does not already set (the environment wins, as with docker compose). */
+function dotenv() {
+  const file = path.join(root, '.env');
+  if (!fs.existsSync(file) || typeof util.parseEnv !== 'function') return {};
+  const parsed = util.parseEnv(fs.readFileSync(file, 'utf8'));
+  const out = {};
+  for (const [k, v] of Object.entries(parsed)) if (process.env[k] === undefined) out[k] = v;
+  return out;
+}
+
+const fileEnv = dotenv();
+const setting = (name) => String(process.env[name] ?? fileEnv[name] ?? '').trim();
+
+function app(name, script, extra = {}) {
+  return {
+    name,
+    script: path.join(root, script),
+    cwd: root,
+    interpreter: node,
+    exec_mode: 'fork',
+    instances: 1,
+    env: fileEnv,
+    autorestart: true,
+    stop_exit_codes: [2],
+    exp_backoff_restart_delay: 500,
+    // A process that keeps failing within 5 s of starting is given up on after this many tries (then `pm2 logs`
+    // shows why); one that ran longer counts as healthy and is always restarted.
+    min_uptime: 5_000,
+    max_restarts: 100,
+    // The router drains for up to 10 s on SIGTERM; give every process a little more before SIGKILL.
+    kill_signal: 'SIGTERM',
+    kill_timeout: 15_000,
+    merge_logs: true,
+    time: true,
+    watch: false,
+    ...extra,
+  };
+}
+
+const apps = [];
+if (setting('HSE_REDIS_URL') === '') apps.push(app('redis', 'services/redis/src/main.ts'));
+apps.push(app('router', 'router/src/main.ts'));
+apps.push(app('coordination', 'services/coordination/src/main.ts'));
+apps.push(app('console', 'services/console/src/main.ts'));
+if (setting('HSE_DERP_MODE').toLowerCase() !== 'public') apps.push(app('relay', 'services/relay/src/main.ts'));
+
+module.exports = { apps };

@@ -1,0 +1,146 @@
+// services/redis/src/main.ts as a real process: the embedded Redis's settings, its durability across kill -9, a
+// stray redis-server left by a killed launcher, signals, and the one-line refusals.
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import test from 'ava';
+import { Redis } from 'ioredis';
+import { redisCommand } from '../../services/redis/src/probe.ts';
+import { runProcess, type Proc } from '../harness/process.ts';
+
+const run = promisify(execFile);
+const LAUNCHER = 'services/redis/src/main.ts';
+
+function setup() {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'hse-rl-'));
+  const socket = path.join(dataDir, 'run', 'redis.sock');
+  const clients: Redis[] = [];
+  const procs: Proc[] = [];
+  return {
+    dataDir,
+    socket,
+    start(env: Record<string, string> = {}) {
+      const p = runProcess(LAUNCHER, { HSE_DATA_DIR: dataDir, ...env });
+      procs.push(p);
+      return p;
+    },
+    client() {
+      const c = new Redis({ path: socket, maxRetriesPerRequest: 1, retryStrategy: () => null });
+      c.on('error', () => {});
+      clients.push(c);
+      return c;
+    },
+    async cleanup() {
+      for (const c of clients) c.disconnect();
+      // Whatever a failed assertion left running; a launcher's SIGTERM stops its redis-server too.
+      await Promise.all(procs.map((p) => p.stop('SIGTERM', 5_000)));
+      // …and a redis-server orphaned by a launcher killed with SIGKILL.
+      await redisCommand(socket, ['SHUTDOWN', 'NOSAVE']);
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Running, as opposed to gone or a zombie waiting for whoever adopted it to reap it. */
+function running(pid: number): boolean {
+  try {
+    return !/^State:\s+Z/m.test(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
+async function redisServerOf(launcherPid: number): Promise<number> {
+  const { stdout } = await run('pgrep', ['-P', String(launcherPid), 'redis-server']);
+  return Number(stdout.trim().split('\n')[0]);
+}
+
+test('a write acknowledged by the embedded Redis survives kill -9 of redis-server', async (t) => {
+  const s = setup();
+  try {
+    const first = s.start();
+    await first.waitFor(/listening/);
+    const c = s.client();
+    t.deepEqual(await c.config('GET', 'appendfsync'), ['appendfsync', 'always']);
+    t.deepEqual(await c.config('GET', 'port'), ['port', '0']);
+    t.deepEqual(await c.config('GET', 'dir'), ['dir', path.join(s.dataDir, 'redis')]);
+    t.is(fs.statSync(s.socket).mode & 0o777, 0o700);
+    t.is(fs.statSync(path.join(s.dataDir, 'run')).mode & 0o777, 0o700);
+    for (let i = 0; i < 100; i++) await c.set(`node:${i}`, `registered-${i}`);
+    process.kill(await redisServerOf(first.proc.pid!), 'SIGKILL');
+    t.is(await first.exited(), 128 + 9, 'the launcher exits with redis-server, as killed by signal 9');
+    t.regex(first.output(), /ERROR redis: redis-server exited status=137 signal=SIGKILL/);
+
+    const second = s.start();
+    await second.waitFor(/listening/);
+    const c2 = s.client();
+    t.is(await c2.get('node:99'), 'registered-99');
+    t.is(await c2.dbsize(), 100);
+    t.is(await second.stop(), 0);
+    t.regex(second.output(), /redis-server stopped/);
+    t.false(fs.existsSync(s.socket), 'redis-server removed its socket on SIGTERM');
+  } finally {
+    await s.cleanup();
+  }
+});
+
+test('a redis-server left running by a launcher killed with SIGKILL is shut down before a new one starts', async (t) => {
+  const s = setup();
+  try {
+    const first = s.start();
+    await first.waitFor(/listening/);
+    const stray = await redisServerOf(first.proc.pid!);
+    await s.client().set('k', 'v');
+    first.proc.kill('SIGKILL');
+    await first.exited();
+    t.true(running(stray), 'the orphan is still running');
+
+    const second = s.start();
+    await second.waitFor(/listening/);
+    t.regex(second.output(), /a redis-server from an earlier start is still running/);
+    t.false(running(stray), 'the orphan is gone');
+    t.not(await redisServerOf(second.proc.pid!), stray);
+    t.is(await s.client().get('k'), 'v');
+    await second.stop();
+  } finally {
+    await s.cleanup();
+  }
+});
+
+test('SIGINT (pm2’s default stop signal) stops Redis cleanly too', async (t) => {
+  const s = setup();
+  try {
+    const p = s.start();
+    await p.waitFor(/listening/);
+    t.is(await p.stop('SIGINT'), 0);
+  } finally {
+    await s.cleanup();
+  }
+});
+
+test('redis-server not installed: one line saying what to install, exit 2', async (t) => {
+  const s = setup();
+  try {
+    const p = s.start({ PATH: '/nonexistent' });
+    t.is(await p.exited(), 2);
+    const lines = p.output().trimEnd().split('\n');
+    t.is(lines.length, 1, p.output());
+    t.is(lines[0], 'hse redis: redis-server is not installed; install it with: apt-get install redis-server (or set HSE_REDIS_URL to an external Redis)');
+  } finally {
+    await s.cleanup();
+  }
+});
+
+test('a refused configuration: one line, exit 2, nothing started', async (t) => {
+  const s = setup();
+  try {
+    const p = s.start({ HSE_TRUSTED_PROXIES: '::/0' });
+    t.is(await p.exited(), 2);
+    t.regex(p.output(), /^hse redis: refused configuration: HSE_TRUSTED_PROXIES: "::\/0" trusts every IPv6 address/);
+    t.false(fs.existsSync(path.join(s.dataDir, 'redis')));
+  } finally {
+    await s.cleanup();
+  }
+});

@@ -1,0 +1,104 @@
+// ecosystem.config.cjs under the real pm2: a refused configuration is left stopped (not restarted in a loop), the
+// embedded Redis comes up as the store on its Unix socket and survives kill -9 with its data, and the process list
+// follows HSE_REDIS_URL and HSE_DERP_MODE.
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import test from 'ava';
+import { Redis } from 'ioredis';
+import { freePort, NODE, ROOT } from '../harness/process.ts';
+import { request } from '../router/client.ts';
+import { Pm2 } from './pm2.ts';
+
+const run = promisify(execFile);
+
+function tempDataDir(): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), 'hse-sup-'));
+}
+
+test('a refused configuration exits 2 once and is not restarted', async (t) => {
+  const dataDir = tempDataDir();
+  const pm2 = new Pm2({ HSE_DATA_DIR: dataDir, HSE_HTTP_PORT: '99999' });
+  try {
+    await pm2.cli('start', 'ecosystem.config.cjs', '--only', 'redis,router');
+    for (const name of ['router', 'redis']) {
+      const a = await pm2.waitApp(name, (x) => x.pm2_env.exit_code === 2, 'exit with status 2');
+      // pm2's first backoff delay is 0.5 s; after several times that a restart would long have happened.
+      await sleep(3_000);
+      const later = await pm2.app(name);
+      t.is(later.pm2_env.restart_time, 0, `${name} was not restarted`);
+      t.is(later.pid, 0, `${name} is not running`);
+      const refusals = pm2.log(a).split('\n').filter((l) => l.includes('refused configuration'));
+      t.is(refusals.length, 1, pm2.log(a));
+      t.regex(refusals[0], new RegExp(`hse ${name}: refused configuration: HSE_HTTP_PORT: "99999" is not a TCP/UDP port`));
+    }
+  } finally {
+    await pm2.kill();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test('pm2 runs the embedded Redis (AOF, fsync always, Unix socket only) and the router; Redis keeps its data across kill -9', async (t) => {
+  const dataDir = tempDataDir();
+  const port = await freePort();
+  const pm2 = new Pm2({ HSE_DATA_DIR: dataDir, HSE_HTTP_PORT: String(port) });
+  const socket = path.join(dataDir, 'run', 'redis.sock');
+  let redis: Redis | null = null;
+  try {
+    await pm2.cli('start', 'ecosystem.config.cjs', '--only', 'redis,router');
+    const launcher = await pm2.waitApp('redis', (a) => /INFO {2}redis: listening/.test(pm2.log(a)), 'the embedded Redis listening');
+    await pm2.waitApp('router', (a) => /listening on/.test(pm2.log(a)), 'the router listening');
+
+    redis = new Redis({ path: socket, maxRetriesPerRequest: 50, retryStrategy: () => 100 });
+    // Refused connects while Redis restarts below are expected; the commands retry.
+    redis.on('error', () => {});
+    t.deepEqual(await redis.config('GET', 'appendonly'), ['appendonly', 'yes']);
+    t.deepEqual(await redis.config('GET', 'appendfsync'), ['appendfsync', 'always']);
+    t.deepEqual(await redis.config('GET', 'port'), ['port', '0']);
+    t.is(fs.statSync(socket).mode & 0o777, 0o700);
+    t.true(fs.existsSync(path.join(dataDir, 'redis', 'appendonlydir')));
+    await redis.set('hse:test:registration', 'acknowledged');
+
+    // The router is up; the coordination service was not started, so it answers 503 naming it.
+    const r = await request(`http://127.0.0.1:${port}/key`);
+    t.is(r.status, 503);
+    t.regex(r.body, /coordination service is unavailable/);
+
+    // kill -9 the redis-server itself: the launcher exits with it, pm2 starts it again, the data is still there.
+    const { stdout } = await run('pgrep', ['-P', String(launcher.pid), 'redis-server']);
+    process.kill(Number(stdout.trim().split('\n')[0]), 'SIGKILL');
+    await pm2.waitApp('redis', (a) => a.pm2_env.restart_time >= 1 && a.pm2_env.status === 'online', 'a restart of the embedded Redis');
+    t.is(await redis.get('hse:test:registration'), 'acknowledged');
+  } finally {
+    redis?.disconnect();
+    await pm2.kill();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+async function appNames(env: Record<string, string>): Promise<string[]> {
+  const { stdout } = await run(NODE, ['-e', "console.log(require('./ecosystem.config.cjs').apps.map((a) => a.name).join(' '))"], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, ...env },
+  });
+  return stdout.trim().split(' ');
+}
+
+test('the process list follows HSE_REDIS_URL and HSE_DERP_MODE', async (t) => {
+  t.deepEqual(await appNames({}), ['redis', 'router', 'coordination', 'console', 'relay']);
+  t.deepEqual(await appNames({ HSE_REDIS_URL: 'redis://10.0.0.5:6379/0' }), ['router', 'coordination', 'console', 'relay']);
+  t.deepEqual(await appNames({ HSE_DERP_MODE: ' Public ' }), ['redis', 'router', 'coordination', 'console']);
+});
+
+test('every app runs on the pinned Node and treats exit status 2 as final', async (t) => {
+  const { stdout } = await run(NODE, ['-e', "console.log(JSON.stringify(require('./ecosystem.config.cjs').apps))"], { cwd: ROOT, env: { PATH: process.env.PATH } });
+  const apps = JSON.parse(stdout) as { name: string; interpreter: string; script: string; stop_exit_codes: number[] }[];
+  for (const a of apps) {
+    t.is(a.interpreter, path.join(ROOT, 'node_modules/.bin/node'), a.name);
+    t.deepEqual(a.stop_exit_codes, [2], a.name);
+    t.true(fs.existsSync(a.script), `${a.name}: ${a.script}`);
+  }
+});
