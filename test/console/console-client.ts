@@ -1,8 +1,9 @@
-// A small browser stand-in for console tests: HTTP requests through the real router with a cookie jar, optional
-// source address on loopback (127.0.0.2 is a different client than 127.0.0.1), form posts, sign-in, and a reader for
-// the live tail's Server-Sent Events.
+// A small browser stand-in for console tests: HTTP(S) requests through the real router (or a reverse proxy in front
+// of it) with a cookie jar, optional source address on loopback (127.0.0.2 is a different client than 127.0.0.1),
+// form posts, sign-in, and a reader for the live tail's Server-Sent Events.
 import { spawn } from 'node:child_process';
 import http from 'node:http';
+import https from 'node:https';
 import path from 'node:path';
 import { NODE, ROOT } from '../harness/process.ts';
 import { startImage, type Image, type ImageOptions } from '../harness/image.ts';
@@ -33,12 +34,20 @@ export function startConsole(opts: ImageOptions = {}): Promise<Image> {
 export class Client {
   readonly base: string;
   readonly localAddress: string | undefined;
+  /** CA certificate (PEM) to trust for an https base: the test CA of a proxy in front of the image. */
+  readonly ca: string | undefined;
   /** name -> value, as a browser would send them back (path and flags are not modelled; everything is /console). */
   readonly jar = new Map<string, string>();
 
-  constructor(base: string, localAddress?: string) {
+  constructor(base: string, localAddress?: string, ca?: string) {
     this.base = base;
     this.localAddress = localAddress;
+    this.ca = ca;
+  }
+
+  private send(url: string, options: https.RequestOptions, onResponse: (res: http.IncomingMessage) => void): http.ClientRequest {
+    const o = { ...options, agent: false as const, localAddress: this.localAddress };
+    return url.startsWith('https:') ? https.request(url, { ...o, ca: this.ca }, onResponse) : http.request(url, o, onResponse);
   }
 
   cookieHeader(): string {
@@ -54,7 +63,7 @@ export class Client {
     }
     if (this.jar.size && !headers.cookie) headers.cookie = this.cookieHeader();
     return new Promise((resolve, reject) => {
-      const req = http.request(`${this.base}${path}`, { method: r.method ?? (body !== undefined ? 'POST' : 'GET'), headers, agent: false, localAddress: this.localAddress }, (res) => {
+      const req = this.send(`${this.base}${path}`, { method: r.method ?? (body !== undefined ? 'POST' : 'GET'), headers }, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (d: Buffer) => chunks.push(d));
         res.on('end', () => {
@@ -105,12 +114,11 @@ export class Client {
   /** Opens the live tail. */
   stream(query = '', headers: http.OutgoingHttpHeaders = {}): Promise<EventStream> {
     return new Promise((resolve, reject) => {
-      const req = http.get(
-        `${this.base}/console/logs/stream${query}`,
-        { headers: { cookie: this.cookieHeader(), accept: 'text/event-stream', ...headers }, agent: false, localAddress: this.localAddress },
-        (res) => resolve(new EventStream(req, res)),
+      const req = this.send(`${this.base}/console/logs/stream${query}`, { headers: { cookie: this.cookieHeader(), accept: 'text/event-stream', ...headers } }, (res) =>
+        resolve(new EventStream(req, res)),
       );
       req.on('error', reject);
+      req.end();
     });
   }
 }
@@ -171,10 +179,20 @@ export class EventStream {
 
   /** Waits until an event passes `test` (or the stream ends, or the deadline passes: then it throws with what came). */
   async waitFor(test: (e: SseEvent) => boolean, what: string, ms = 20_000): Promise<SseEvent> {
+    let hit: SseEvent | undefined;
+    await this.until(() => (hit = this.events.find(test)) !== undefined, what, ms);
+    return hit!;
+  }
+
+  /** Waits until the raw stream contains `text` (comments included). */
+  async waitForText(text: string, ms = 20_000): Promise<void> {
+    await this.until(() => this.raw.includes(text), JSON.stringify(text), ms);
+  }
+
+  private async until(cond: () => boolean, what: string, ms: number): Promise<void> {
     const deadline = Date.now() + ms;
     for (;;) {
-      const hit = this.events.find(test);
-      if (hit) return hit;
+      if (cond()) return;
       if (this.ended || Date.now() > deadline) throw new Error(`live tail: no ${what}; received:\n${this.raw}`);
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, Math.max(1, deadline - Date.now()));
