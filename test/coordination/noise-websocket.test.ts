@@ -85,6 +85,19 @@ test('fragmented binary messages become one byte stream; pings are answered; wri
   p.client.destroy();
 });
 
+test('large writes leave as binary messages of at most 4096 bytes (Tailscale clients refuse messages over 32 KiB)', async (t) => {
+  const p = await wsPair();
+  const data = Buffer.alloc(100_000, 5);
+  p.ws.write(data);
+  await new Promise<void>((resolve) => {
+    const check = () => (p.frames.reduce((n, f) => n + f.payload.length, 0) >= data.length ? resolve() : setTimeout(check, 5));
+    check();
+  });
+  t.true(p.frames.every((f) => f.opcode === OP_BINARY && f.fin && f.payload.length <= 4096));
+  t.true(Buffer.concat(p.frames.map((f) => f.payload)).equals(data));
+  p.client.destroy();
+});
+
 test('a text frame closes with 1003', async (t) => {
   const p = await wsPair();
   p.ws.resume();

@@ -17,6 +17,13 @@ export const CLOSE_TOO_BIG = 1009;
 /** Noise frames are at most 4 KiB and a client sends one per message; anything far beyond that is not a client. */
 export const MAX_WS_PAYLOAD = 1 << 20;
 
+/**
+ * Largest message we send. Tailscale's websocket client keeps the library's default read limit of 32 KiB per
+ * message (its wsconn never raises it) and fails the connection above it; Tailscale's server sends one message per
+ * Noise frame, so 4096 bytes is what clients are used to.
+ */
+export const MAX_WS_MESSAGE_OUT = 4096;
+
 export interface WsFrame {
   fin: boolean;
   opcode: number;

@@ -1,6 +1,6 @@
-// A websocket carrying a byte stream, as a Duplex: payloads of binary messages in, each write out as one binary
-// message. Message boundaries carry no meaning (the client's wsconn treats the socket the same way), so fragmented
-// messages are fine. Pings are answered; a close is echoed and ends the stream; text frames and protocol errors
+// A websocket carrying a byte stream, as a Duplex: payloads of binary messages in, writes out as binary messages of
+// at most 4096 bytes (see MAX_WS_MESSAGE_OUT). Message boundaries carry no meaning (the client's wsconn treats the
+// socket the same way), so fragmented messages are fine. Pings are answered; a close is echoed and ends the stream; text frames and protocol errors
 // close the websocket with the matching status code.
 import crypto from 'node:crypto';
 import { Duplex } from 'node:stream';
@@ -15,6 +15,7 @@ import {
   OP_PONG,
   OP_TEXT,
   CLOSE_PROTOCOL_ERROR,
+  MAX_WS_MESSAGE_OUT,
   WsFrameReader,
   WsProtocolError,
   writeWsFrame,
@@ -127,7 +128,11 @@ export class WebSocketStream extends Duplex {
     const payload = Buffer.concat(chunks.map((c) => c.chunk));
     if (payload.length === 0) return cb();
     if (this.closeSent) return cb(new Error('websocket is closing'));
-    if (this.socket.write(this.frame(OP_BINARY, payload))) cb();
+    const messages: Buffer[] = [];
+    for (let off = 0; off < payload.length; off += MAX_WS_MESSAGE_OUT) {
+      messages.push(this.frame(OP_BINARY, payload.subarray(off, off + MAX_WS_MESSAGE_OUT)));
+    }
+    if (this.socket.write(messages.length === 1 ? messages[0] : Buffer.concat(messages))) cb();
     else this.waitingDrain = cb;
   }
 
