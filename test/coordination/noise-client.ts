@@ -65,6 +65,8 @@ export type DialResult =
 
 export interface DialOptions {
   port: number;
+  /** Dial this Unix socket instead of 127.0.0.1:port (how the router reaches the coordination service). */
+  socketPath?: string;
   host?: string;
   serverPublic: Buffer;
   capVersion?: number;
@@ -113,7 +115,7 @@ export async function dialControl(opts: DialOptions): Promise<DialResult> {
   const transport = opts.transport ?? 'native';
   const init = initiate({ serverPublic: opts.serverPublic, capVersion: opts.capVersion, machine: opts.machine });
   const b64 = opts.handshakeText ?? init.initiation.toString('base64');
-  const socket = net.connect(opts.port, opts.host ?? '127.0.0.1');
+  const socket = opts.socketPath ? net.connect(opts.socketPath) : net.connect(opts.port, opts.host ?? '127.0.0.1');
   await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
   socket.pause();
   const wsKey = crypto.randomBytes(16).toString('base64');
@@ -224,6 +226,8 @@ export class CaptureLogger extends Logger {
 
 export interface ControlServer {
   port: number;
+  /** Set when started with `socketPath`. */
+  socketPath?: string;
   server: http.Server;
   key: X25519Pair;
   log: CaptureLogger;
@@ -237,7 +241,7 @@ export interface ControlServer {
  * Upgrade header) to handleControlUpgrade. `serve` gets each connection (default: echo).
  */
 export async function startControlServer(
-  opts: { serve?: (conn: Duplex, info: ControlConnInfo) => void; handshakeTimeoutMs?: number; http?: http.ServerOptions } = {},
+  opts: { serve?: (conn: Duplex, info: ControlConnInfo) => void; handshakeTimeoutMs?: number; http?: http.ServerOptions; socketPath?: string } = {},
 ): Promise<ControlServer> {
   const key = generatePair();
   const log = new CaptureLogger();
@@ -260,14 +264,15 @@ export async function startControlServer(
   server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => handleControlUpgrade(req, socket, head, upgradeOpts));
   // What main.ts does with bytes Node cannot parse: if the takeover failed, this 400 would land in the Noise stream.
   server.on('clientError', (_e: Error, socket: Duplex) => socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n'));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => (opts.socketPath ? server.listen(opts.socketPath, resolve) : server.listen(0, '127.0.0.1', resolve)));
   const sockets = new Set<Duplex>();
   server.on('connection', (s: Duplex) => {
     sockets.add(s);
     s.on('close', () => sockets.delete(s));
   });
   return {
-    port: (server.address() as net.AddressInfo).port,
+    port: opts.socketPath ? 0 : (server.address() as net.AddressInfo).port,
+    socketPath: opts.socketPath,
     server,
     key,
     log,

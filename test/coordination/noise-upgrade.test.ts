@@ -3,7 +3,10 @@
 // refusal in a way the client can act on, log why, and keep serving everyone else.
 import test from 'ava';
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import http2 from 'node:http2';
+import os from 'node:os';
+import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import { websocketAccept } from '../../services/coordination/src/noise/upgrade-request.ts';
 import { generatePair } from '../../services/coordination/src/noise/x25519.ts';
@@ -81,40 +84,49 @@ test('websocket accept key follows RFC 6455', (t) => {
   t.is(websocketAccept('dGhlIHNhbXBsZSBub25jZQ=='), 's3pPLMBiTxaQ9kYGzzhZRbK+xOo=');
 });
 
-test('an upgrade whose Connection lacks "upgrade" is taken over from the HTTP server and works end to end with HTTP/2', async (t) => {
-  const h2srv = await startControlServer({
-    serve(conn) {
-      const h2 = http2.createServer((req, res) => {
-        if (req.url === '/echo') req.pipe(res);
-        else res.end(`hello ${req.url}`);
-      });
-      h2.emit('connection', conn);
-    },
-  });
-  t.teardown(() => h2srv.close());
-  const r = ok(t, await dialControl({ port: h2srv.port, serverPublic: h2srv.key.publicKey, connection: 'keep-alive' }));
-  t.truthy(r.early);
-  const client = http2.connect('http://control', { createConnection: () => r.conn });
-  client.on('error', () => {});
-  const get = (path: string, body?: Buffer) =>
-    new Promise<Buffer>((resolve, reject) => {
-      const req = client.request({ ':method': body ? 'POST' : 'GET', ':path': path });
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => resolve(Buffer.concat(chunks)));
-      req.on('error', reject);
-      req.end(body);
+for (const via of ['tcp', 'unix'] as const) {
+  test(`an upgrade whose Connection lacks "upgrade" is taken over from the HTTP server and carries HTTP/2 (${via})`, async (t) => {
+    let socketPath: string | undefined;
+    if (via === 'unix') {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hse-noise-'));
+      t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+      socketPath = path.join(dir, 'coordination.sock');
+    }
+    const h2srv = await startControlServer({
+      socketPath,
+      serve(conn) {
+        const h2 = http2.createServer((req, res) => {
+          if (req.url === '/echo') req.pipe(res);
+          else res.end(`hello ${req.url}`);
+        });
+        h2.emit('connection', conn);
+      },
     });
-  const body = crypto.randomBytes(500_000);
-  const results = await Promise.all([get('/echo', body), ...Array.from({ length: 10 }, (_, i) => get(`/x${i}`))]);
-  t.true(results[0].equals(body));
-  for (let i = 0; i < 10; i++) t.is(results[i + 1].toString(), `hello /x${i}`);
-  t.true(h2srv.log.lines.some((l) => /taken over/.test(l.msg)));
-  // The HTTP server no longer counts the socket as one of its idle keep-alive connections (server.close() calls this).
-  h2srv.server.closeIdleConnections();
-  t.is((await get('/later')).toString(), 'hello /later');
-  client.close();
-});
+    t.teardown(() => h2srv.close());
+    const r = ok(t, await dialControl({ port: h2srv.port, socketPath, serverPublic: h2srv.key.publicKey, connection: 'keep-alive' }));
+    t.truthy(r.early);
+    const client = http2.connect('http://control', { createConnection: () => r.conn });
+    client.on('error', () => {});
+    const get = (p: string, body?: Buffer) =>
+      new Promise<Buffer>((resolve, reject) => {
+        const req = client.request({ ':method': body ? 'POST' : 'GET', ':path': p });
+        const chunks: Buffer[] = [];
+        req.on('data', (c: Buffer) => chunks.push(c));
+        req.on('end', () => resolve(Buffer.concat(chunks)));
+        req.on('error', reject);
+        req.end(body);
+      });
+    const body = crypto.randomBytes(500_000);
+    const results = await Promise.all([get('/echo', body), ...Array.from({ length: 10 }, (_, i) => get(`/x${i}`))]);
+    t.true(results[0].equals(body));
+    for (let i = 0; i < 10; i++) t.is(results[i + 1].toString(), `hello /x${i}`);
+    t.true(h2srv.log.lines.some((l) => /taken over/.test(l.msg)));
+    // The HTTP server no longer counts the socket as one of its idle keep-alive connections (server.close() calls this).
+    h2srv.server.closeIdleConnections();
+    t.is((await get('/later')).toString(), 'hello /later');
+    client.close();
+  });
+}
 
 test('a client below capability version 113 gets an error frame saying it is too old, and the server keeps serving', async (t) => {
   const r = await dialControl({ port: srv.port, serverPublic: srv.key.publicKey, capVersion: 112 });

@@ -3,7 +3,7 @@
 import test from 'ava';
 import net from 'node:net';
 import { WebSocketStream } from '../../services/coordination/src/noise/ws-stream.ts';
-import { closePayload, OP_BINARY, OP_CLOSE, OP_CONTINUATION, OP_PING, OP_PONG, OP_TEXT, WsFrameReader, WsProtocolError, writeWsFrame } from '../../services/coordination/src/noise/ws-frames.ts';
+import { closePayload, OP_BINARY, OP_CLOSE, OP_CONTINUATION, OP_PING, OP_PONG, OP_TEXT, WsFrameReader, WsProtocolError, writeWsFrame, type WsFrame } from '../../services/coordination/src/noise/ws-frames.ts';
 import { closed, readBytes } from './noise-client.ts';
 
 const MASK = Buffer.from('a1b2c3d4', 'hex');
@@ -58,7 +58,7 @@ async function wsPair() {
   listener.close();
   const ws = new WebSocketStream(socket);
   const fromServer = new WsFrameReader(false);
-  const frames: Array<{ opcode: number; payload: Buffer }> = [];
+  const frames: WsFrame[] = [];
   client.on('data', (c: Buffer) => frames.push(...fromServer.push(c)));
   return { ws, client, frames, wsClosed: closed(ws), clientClosed: closed(client) };
 }
