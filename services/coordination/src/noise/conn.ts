@@ -67,7 +67,7 @@ export class NoiseConn extends Duplex {
       if (!this.transportEnded && !this.destroyed) this.destroy(new NoiseConnError('connection closed by peer without a clean end'));
     });
     // Whoever had the stream before may have paused it; from here on its flow is ours to control.
-    transport.resume();
+    if (!this.pausedByUs) transport.resume();
   }
 
   private receive(chunk: Buffer): void {

@@ -55,9 +55,19 @@ function serverPair(raw: Buffer): X25519Pair {
   return pair;
 }
 
+/** How long a refused client gets to read our answer and close; the HTTP server's sockets allow half-open. */
+const REFUSAL_LINGER_MS = 5_000;
+
+/** Sends the last bytes and closes; a peer that never closes its side is cut off after REFUSAL_LINGER_MS. */
+function endAndClose(socket: Duplex, last: string | Buffer): void {
+  socket.end(last);
+  setTimeout(() => socket.destroy(), REFUSAL_LINGER_MS).unref();
+}
+
 function httpError(socket: Duplex, status: number, text: string): void {
   const body = Buffer.from(`${text}\n`, 'utf8');
-  socket.end(
+  endAndClose(
+    socket,
     `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Error'}\r\nContent-Type: text/plain; charset=utf-8\r\n` +
       `Content-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
   );
@@ -113,13 +123,14 @@ export function handleControlUpgrade(req: IncomingMessage, socket: Duplex, head:
     // Like Tailscale's server, the 101 goes out first: the client reads the refusal at the Noise layer.
     const frame = err instanceof HandshakeError && err.reply ? writeError(err.reply) : null;
     if (upgrade.kind === 'native') {
-      socket.end(frame ? Buffer.concat([Buffer.from(switching(upgrade), 'latin1'), frame]) : switching(upgrade));
+      endAndClose(socket, frame ? Buffer.concat([Buffer.from(switching(upgrade), 'latin1'), frame]) : switching(upgrade));
     } else {
       socket.write(switching(upgrade));
       const ws = new WebSocketStream(socket);
       ws.on('error', () => {});
       if (frame) ws.end(frame);
       else ws.end();
+      setTimeout(() => ws.destroy(), REFUSAL_LINGER_MS).unref();
     }
     return;
   }

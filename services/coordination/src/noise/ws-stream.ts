@@ -51,7 +51,7 @@ export class WebSocketStream extends Duplex {
       if (!this.ended && !this.destroyed) this.destroy(new Error('websocket closed by peer without a clean end'));
     });
     // Whoever had the stream before may have paused it; from here on its flow is ours to control.
-    socket.resume();
+    if (!this.pausedByUs) socket.resume();
   }
 
   private receive(chunk: Buffer): void {
