@@ -66,6 +66,13 @@ export interface ProxyOptions {
   ca: TestCA;
   /** Ports to listen on (127.0.0.1). Default: free ones. Choose them first when the public URL must be known early. */
   ports?: Ports;
+  /**
+   * Replaces the examples' one-hour timeouts (every `3600s`) with this value, to show in seconds that those settings
+   * are what keeps quiet tunnels open.
+   */
+  timeout?: string;
+  /** npm only: changes the Advanced block before use (to show what one of its lines is for). */
+  npmAdvanced?: (text: string) => string;
   /** npm only: extra set_real_ip_from ranges, as if clients reached NPM from a network its nginx.conf trusts. */
   npmExtraRealIpFrom?: string[];
 }
@@ -95,8 +102,10 @@ export function substitute(text: string, pattern: string | RegExp, replacement: 
 
 const EXAMPLE_DOMAIN = 'vpn.example.com';
 
-function read(rel: string): string {
-  return fs.readFileSync(path.join(EXAMPLES, rel), 'utf8');
+function read(rel: string, opts?: ProxyOptions): string {
+  const text = fs.readFileSync(path.join(EXAMPLES, rel), 'utf8');
+  if (opts?.timeout === undefined || !/\.(conf|yml)$|Caddyfile$/.test(rel) || rel === 'traefik/hse.yml') return text;
+  return substitute(text, /\b3600s\b/g, opts.timeout, rel);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -110,7 +119,7 @@ export interface Ports {
 /** advanced/proxy/nginx/hse.conf with name, upstream, certificate and listeners substituted (http context). */
 export function nginxSite(opts: ProxyOptions, ports: Ports): string {
   const f = 'nginx/hse.conf';
-  let s = read(f);
+  let s = read(f, opts);
   s = substitute(s, /^[ \t]*ssl_certificate[ \t]+\S+;/gm, `    ssl_certificate     ${opts.ca.certFile};`, f);
   s = substitute(s, /^[ \t]*ssl_certificate_key[ \t]+\S+;/gm, `    ssl_certificate_key ${opts.ca.keyFile};`, f);
   s = substitute(s, EXAMPLE_DOMAIN, opts.domain, f);
@@ -146,10 +155,10 @@ export function nginxMain(dir: string, httpContext: string): string {
 // ---------------------------------------------------------------------------------------------------------------
 // Caddy
 
-/** A global block keeping Caddy to itself (no admin port, no ACME, no system trust store), then the example. */
+/** A global block keeping Caddy to itself (no admin endpoint, no HTTP->HTTPS redirect listener, storage in the temp dir), then the example. */
 export function caddyfile(opts: ProxyOptions, ports: Ports, dir: string): string {
   const f = 'caddy/Caddyfile';
-  let s = read(f);
+  let s = read(f, opts);
   s = substitute(s, `${EXAMPLE_DOMAIN} {`, `https://${opts.domain}:${ports.https} {\n\ttls ${opts.ca.certFile} ${opts.ca.keyFile}\n\tbind 127.0.0.1`, f);
   s = substitute(s, '127.0.0.1:8080', `${opts.upstream.host}:${opts.upstream.port}`, f);
   const global = [
@@ -171,7 +180,7 @@ export function caddyfile(opts: ProxyOptions, ports: Ports, dir: string): string
 /** Static configuration: the example's, listening on loopback ports, with the ACME resolver taken out. */
 export function traefikStatic(opts: ProxyOptions, ports: Ports, dynamicFile: string): string {
   const f = 'traefik/traefik.yml';
-  let s = read(f);
+  let s = read(f, opts);
   s = substitute(s, 'address: ":443"', `address: "127.0.0.1:${ports.https}"`, f);
   s = substitute(s, 'address: ":80"', `address: "127.0.0.1:${ports.http}"`, f);
   s = substitute(s, /filename: \/etc\/traefik\/dynamic\/hse\.yml/g, `filename: ${dynamicFile}`, f);
@@ -216,7 +225,7 @@ export function npmProxyHost(opts: ProxyOptions): NpmProxyHost {
     domain_names: [opts.domain],
     forward_host: opts.upstream.host,
     forward_port: opts.upstream.port,
-    advanced_config: read('npm/advanced.conf'),
+    advanced_config: (opts.npmAdvanced ?? ((x: string) => x))(read('npm/advanced.conf', opts)),
   };
 }
 
