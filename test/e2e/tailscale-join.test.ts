@@ -55,9 +55,12 @@ if (!haveTailscale()) {
     t.is(sa.Self.DNSName, 'alpha.hse.internal.');
     const bravo = a.peers(sa).find((p) => p.HostName === 'bravo')!;
     t.is(bravo.DNSName, 'bravo.hse.internal.');
-    const { stdout } = await a.cli(['ping', '--c=5', '--timeout=10s', bravo.TailscaleIPs[0]], 60_000);
-    t.regex(stdout, /pong from bravo/);
-    t.regex(stdout, /via DERP\(hse\)/);
+    // With relay-only paths the CLI exits 1 after its pings ("direct connection not established"): read its output.
+    const stdout = await a.cli(['ping', '--c=5', '--timeout=10s', bravo.TailscaleIPs[0]], 60_000).then(
+      (r) => r.stdout,
+      (e: { stdout?: string }) => e.stdout ?? '',
+    );
+    t.regex(stdout, /pong from bravo \(100\.\d+\.\d+\.\d+\) via DERP\(hse\)/);
   });
 
   test.serial('interactive login: the client prints a URL, an operator approves it, the client comes up', async (t) => {
