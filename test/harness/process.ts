@@ -40,7 +40,8 @@ export function runProcess(script: string, env: Record<string, string | undefine
         if (proc.exitCode !== null) break;
         await sleep(25);
       }
-      throw new Error(`process ${script} did not print ${re} within ${ms} ms; output:\n${out}`);
+      const why = proc.exitCode !== null ? `exited with status ${proc.exitCode} before it printed ${re}` : `did not print ${re} within ${ms} ms`;
+      throw new Error(`process ${script} ${why}; output:\n${out}`);
     },
     exited: () => exit,
     async stop(signal = 'SIGTERM', killAfterMs = 20_000) {

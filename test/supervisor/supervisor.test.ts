@@ -96,9 +96,16 @@ test('the process list follows HSE_REDIS_URL and HSE_DERP_MODE', async (t) => {
 test('every app runs on the pinned Node and treats exit status 2 as final', async (t) => {
   const { stdout } = await run(NODE, ['-e', "console.log(JSON.stringify(require('./ecosystem.config.cjs').apps))"], { cwd: ROOT, env: { PATH: process.env.PATH } });
   const apps = JSON.parse(stdout) as { name: string; interpreter: string; script: string; stop_exit_codes: number[] }[];
+  const mains: Record<string, string> = {
+    redis: 'services/redis/src/main.ts',
+    router: 'router/src/main.ts',
+    coordination: 'services/coordination/src/main.ts',
+    console: 'services/console/src/main.ts',
+    relay: 'services/relay/src/main.ts',
+  };
   for (const a of apps) {
     t.is(a.interpreter, path.join(ROOT, 'node_modules/.bin/node'), a.name);
     t.deepEqual(a.stop_exit_codes, [2], a.name);
-    t.true(fs.existsSync(a.script), `${a.name}: ${a.script}`);
+    t.is(a.script, path.join(ROOT, mains[a.name]), a.name);
   }
 });
