@@ -5,6 +5,8 @@
 #     (`docker-compose config`; no Docker engine is needed for that).
 # Both land in the same GOBIN as the Tailscale client (HSE_TEST_GOBIN, else $(go env GOPATH)/bin), where
 # test/harness/proxies.ts looks for them. Already-installed pinned versions are kept, so re-runs are quick.
+# Also the two Debian tools the documented proxy-mode checks use (advanced/proxy.md, run verbatim by
+# test/proxy/doc-checks.test.ts): curl and jq, when missing and this runs as root.
 # Called by .ci/run after the Go toolchain is available; safe to run by hand.
 set -euo pipefail
 
@@ -59,5 +61,20 @@ install_compose() {
   "$GOBIN/docker-compose" version
 }
 
+install_check_tools() {
+  local need=()
+  command -v curl >/dev/null || need+=(curl)
+  command -v jq >/dev/null || need+=(jq)
+  ((${#need[@]})) || return 0
+  if [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null; then
+    echo "install-proxies: please install ${need[*]} (the documented checks use them)" >&2
+    return 0
+  fi
+  echo "install-proxies: apt-get install ${need[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+}
+
+install_check_tools
 install_compose
 install_traefik
