@@ -1,9 +1,12 @@
 // The router process: the only public listener. Reads the configuration (exit 2 on a refused one), listens on
 // HSE_LISTEN_ADDRESS:HSE_HTTP_PORT and forwards to the services' Unix sockets; drains on SIGTERM/SIGINT and exits 0.
+// TLS mode slots in here: an https.createServer({ ...routerServerOptions(cfg), ...tls }) attached to the same
+// router and bound with listenOrExit, drained together with the plain one.
 import http from 'node:http';
 import { loadConfig, type Config } from '../../shared/config.ts';
 import { Logger } from '../../shared/log.ts';
 import { ensureDirs } from '../../shared/paths.ts';
+import { listenOrExit } from './listen.ts';
 import { createRouter } from './router.ts';
 import { routerServerOptions } from './server-options.ts';
 
@@ -14,18 +17,10 @@ const cfg = loadConfig('router');
 const log = new Logger('router', cfg.logLevel);
 ensureDirs(cfg);
 
-// A listen failure the operator must fix (no permission for the port, an address this host does not have) exits 2
-// so the supervisor does not retry it in a loop; a port still held by a previous instance exits 1 and is retried.
-const CONFIG_LISTEN_ERRORS = new Set(['EACCES', 'EADDRNOTAVAIL', 'EINVAL']);
-
 function modeName(c: Config): string {
   if (c.proxyMode) return 'proxy';
   if (c.tlsMode) return 'tls';
   return 'plain';
-}
-
-function urlHost(address: string): string {
-  return address.includes(':') ? `[${address}]` : address;
 }
 
 // http-proxy 1.18 calls util._extend once per request, which Node reports as DEP0060. It is http-proxy's use of a
@@ -44,26 +39,6 @@ const router = createRouter(cfg, log);
 const server = http.createServer(routerServerOptions(cfg));
 router.attach(server);
 
-server.once('error', (e: NodeJS.ErrnoException) => {
-  const where = `${urlHost(cfg.listenAddress)}:${cfg.httpPort}`;
-  log.error(`cannot listen on ${where}: ${e.code ?? e.message}`, {
-    hint: e.code === 'EADDRINUSE' ? 'another process holds the port (HSE_HTTP_PORT)' : 'check HSE_HTTP_PORT and HSE_LISTEN_ADDRESS/HSE_PROXY_BIND',
-  });
-  process.exit(e.code !== undefined && CONFIG_LISTEN_ERRORS.has(e.code) ? 2 : 1);
-});
-
-server.listen(cfg.httpPort, cfg.listenAddress, () => {
-  log.info(`listening on http://${urlHost(cfg.listenAddress)}:${cfg.httpPort}`, {
-    mode: modeName(cfg),
-    publicUrl: cfg.publicOrigin,
-    trustedProxies: cfg.trustedProxies.empty ? 'none' : cfg.trustedProxies.ranges.map((r) => r.source).join(','),
-    runDir: cfg.runDir,
-  });
-  if (cfg.tlsMode) {
-    log.warn('HSE_TLS is on with an https public URL, but this router serves plain HTTP only; set HSE_TLS=off behind a TLS-terminating proxy');
-  }
-});
-
 let stopping = false;
 async function stop(signal: string): Promise<void> {
   if (stopping) {
@@ -78,3 +53,13 @@ async function stop(signal: string): Promise<void> {
 }
 process.on('SIGTERM', () => void stop('SIGTERM'));
 process.on('SIGINT', () => void stop('SIGINT'));
+
+await listenOrExit(server, { port: cfg.httpPort, address: cfg.listenAddress, scheme: 'http' }, log, {
+  mode: modeName(cfg),
+  publicUrl: cfg.publicOrigin,
+  trustedProxies: cfg.trustedProxies.empty ? 'none' : cfg.trustedProxies.ranges.map((r) => r.source).join(','),
+  runDir: cfg.runDir,
+});
+if (cfg.tlsMode) {
+  log.warn('HSE_TLS is on with an https public URL, but this router serves plain HTTP only; set HSE_TLS=off behind a TLS-terminating proxy');
+}
