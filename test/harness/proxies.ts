@@ -273,12 +273,30 @@ function checkConfig(cmd: string, args: string[], env: Record<string, string>, c
   if (r.status !== 0) throw new Error(`${what} refused its configuration:\n${r.stdout}${r.stderr}`);
 }
 
+export interface PreparedProxy {
+  dir: string;
+  ports: Ports;
+  files: Record<string, string>;
+  cmd: string;
+  args: string[];
+  env: Record<string, string>;
+}
+
 /** Writes the configuration for `kind` into a fresh directory (validated by the proxy itself) without starting it. */
-export async function prepareProxy(kind: ProxyKind, opts: ProxyOptions): Promise<{ dir: string; ports: Ports; files: Record<string, string>; cmd: string; args: string[]; env: Record<string, string> }> {
+export async function prepareProxy(kind: ProxyKind, opts: ProxyOptions): Promise<PreparedProxy> {
   const missing = missingProxy(kind);
   if (missing) throw new Error(missing);
   const bin = findBinary(BINARY[kind])!;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `hse-proxy-${kind}-`));
+  try {
+    return await writeConfig(kind, opts, bin, dir);
+  } catch (e) {
+    fs.rmSync(dir, { recursive: true, force: true });
+    throw e;
+  }
+}
+
+async function writeConfig(kind: ProxyKind, opts: ProxyOptions, bin: string, dir: string): Promise<PreparedProxy> {
   const ports = opts.ports ?? { https: await freePort(), http: await freePort() };
   const files: Record<string, string> = {};
   const env: Record<string, string> = { HOME: dir, XDG_DATA_HOME: path.join(dir, 'data'), XDG_CONFIG_HOME: path.join(dir, 'config') };
