@@ -74,7 +74,7 @@ export class MapStream {
   readonly messages: MapResponse[] = [];
   status = 0;
   ended = false;
-  private buf = Buffer.alloc(0);
+  private buf: Buffer = Buffer.alloc(0);
   private waiters: (() => void)[] = [];
   readonly stream: http2.ClientHttp2Stream;
 
