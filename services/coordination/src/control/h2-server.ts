@@ -59,6 +59,14 @@ function sendText(res: Http2ServerResponse, status: number, text: string): void 
   res.end(`${text}\n`);
 }
 
+/** Errors ioredis raises while Redis is unreachable (connection refused, retries exhausted, offline queue off). */
+export function isStoreDown(e: Error): boolean {
+  return (
+    e.name === 'MaxRetriesPerRequestError' ||
+    /ECONNREFUSED|ENOENT|Connection is closed|Stream isn't writeable|connect ETIMEDOUT/.test(e.message)
+  );
+}
+
 /** Endpoints newer clients call that this server does not offer; 501 tells them so without an error loop. */
 const NOT_IMPLEMENTED = new Set(['/machine/set-dns', '/machine/update-health', '/machine/audit-log', '/machine/id-token', '/machine/feature/query', '/machine/c2n', '/machine/whoami', '/machine/set-device-attr']);
 
@@ -66,6 +74,12 @@ export function serveControlConnection(conn: Duplex, info: ConnInfo, deps: Contr
   const log = deps.log;
   const server = http2.createServer({ settings: { maxConcurrentStreams: 64 } }, (req, res) => {
     void route(req, res).catch((e: Error) => {
+      if (isStoreDown(e)) {
+        // The client retries with backoff; the stream itself stays up, so it reconnects on its own once Redis is back.
+        log.warn('control request failed: store unavailable', { path: req.url, error: e.message, ip: info.clientIp });
+        sendText(res, 503, 'the coordination store is temporarily unavailable; retrying shortly is safe');
+        return;
+      }
       const status = e instanceof HttpError || e instanceof RegisterError || e instanceof MapRequestError ? e.status : 500;
       if (status >= 500) log.error('control request failed', { path: req.url, error: e.message, ip: info.clientIp });
       else log.info('control request refused', { path: req.url, status, reason: e.message, ip: info.clientIp });
