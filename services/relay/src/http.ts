@@ -70,7 +70,7 @@ function noContent(req: http.IncomingMessage, res: http.ServerResponse): void {
 }
 
 function derpUpgrade(req: http.IncomingMessage, socket: Socket, head: Buffer, deps: RelayHttpDeps): void {
-  socket.on('error', (e: Error) => deps.log.debug('relay socket error during upgrade', { error: e.message }));
+  socket.on('error', (e: Error) => deps.log.debug('relay client socket error', { error: e.message }));
   const derp = deps.derp;
   if (!derp) return rawResponse(socket, 404, PUBLIC_MODE_TEXT);
   const token = String(req.headers.upgrade ?? '').trim();
