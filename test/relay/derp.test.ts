@@ -215,3 +215,29 @@ test('an Upgrade request without "Connection: Upgrade" is still taken over', asy
   t.is(got[end + 4], FrameType.ServerKey);
   s.destroy();
 });
+
+test('a client that stops reading loses its oldest packets, not the newest, and never slows the sender', async (t) => {
+  const [na, nb, nc] = [await registered(), await registered(), await registered()];
+  const [a, slow, other] = [await online(na), await online(nb), await online(nc)];
+  slow.pause();
+  // Far more than the socket buffers and a 32-packet queue hold.
+  const count = 3000;
+  for (let i = 0; i < count; i++) a.send(nb.publicKey, Buffer.alloc(1200, i % 256));
+  a.send(nb.publicKey, Buffer.from('newest'));
+  // The sender is served meanwhile: its packets to a reading client go through.
+  a.send(nc.publicKey, Buffer.from('not held up'));
+  t.is((await other.waitFor('packet')).data.toString(), 'not held up');
+  slow.resume();
+  let received = 0;
+  for (;;) {
+    const m = await slow.waitFor('packet');
+    received++;
+    if (m.data.toString() === 'newest') break;
+  }
+  t.log(`received ${received}`);
+  t.true(received < count, `received ${received} of ${count + 1}: some were dropped`);
+  t.false(a.isClosed);
+  a.close();
+  slow.close();
+  other.close();
+});

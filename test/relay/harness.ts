@@ -45,8 +45,15 @@ export async function freeUdpPort(): Promise<number> {
   throw new Error('no UDP port free on both 127.0.0.1 and ::1');
 }
 
-export async function startRelay(redis: TestRedis | null, env: Record<string, string> = {}): Promise<TestRelay> {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'hse-relay-'));
+export interface RelayOptions {
+  env?: Record<string, string>;
+  /** Reuse a data dir (to restart a relay); it is then left in place on stop(). */
+  dataDir?: string;
+}
+
+export async function startRelay(redis: TestRedis | null, o: RelayOptions = {}): Promise<TestRelay> {
+  const ownDir = o.dataDir === undefined;
+  const dataDir = o.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'hse-relay-'));
   const stunPort = await freeUdpPort();
   const proc = runProcess('services/relay/src/main.ts', {
     HSE_DATA_DIR: dataDir,
@@ -54,7 +61,7 @@ export async function startRelay(redis: TestRedis | null, env: Record<string, st
     HSE_STUN_LISTEN: '127.0.0.1,::1',
     HSE_LOG_LEVEL: 'debug',
     ...(redis ? { HSE_REDIS_URL: redis.url } : { HSE_DERP_VERIFY_CLIENTS: 'off' }),
-    ...env,
+    ...o.env,
   });
   await proc.waitFor(/listening/);
   const socket = path.join(dataDir, 'run', 'relay.sock');
@@ -66,7 +73,7 @@ export async function startRelay(redis: TestRedis | null, env: Record<string, st
     connect: (o = {}) => DerpClient.connect({ socketPath: socket, clientIp: '127.0.0.1', ...o }),
     async stop() {
       await proc.stop();
-      fs.rmSync(dataDir, { recursive: true, force: true });
+      if (ownDir) fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

@@ -205,6 +205,15 @@ export class DerpClient {
     this.stream.write(bytes);
   }
 
+  /** Stops reading, as a client that cannot keep up would; the relay must then queue and drop, not stall. */
+  pause(): void {
+    this.stream.pause();
+  }
+
+  resume(): void {
+    this.stream.resume();
+  }
+
   get isClosed(): boolean {
     return this.ended !== null;
   }
