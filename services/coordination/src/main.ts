@@ -52,7 +52,8 @@ function upgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): void 
   });
 }
 
-const server = http.createServer((req, res) => {
+// The router admits heads up to 32 KiB; accept the same so a head it passed is not refused here.
+const server = http.createServer({ maxHeaderSize: 32 * 1024 }, (req, res) => {
   const path = (req.url ?? '/').split('?')[0];
   if (path === '/key') return handleKey(req, res, serverKey.publicKey);
   if (path === '/ts2021') {
