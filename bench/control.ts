@@ -1,0 +1,197 @@
+// Control plane: our image vs headscale, in one run, with the load client speaking the real protocol
+// (bench/load-client/). For each N:
+//   register    N nodes dial /ts2021 and register with a reusable pre-auth key (64 at a time);
+//   full maps   all N open their map streams at once: time until every node holds all N-1 peers;
+//   join        a new node (ephemeral key) registers and opens its stream: latency until each of the N streams lists
+//               it (p50/p99 over every stream of every event; "all" = median over events of the slowest stream);
+//   leave       that node logs out (the server deletes it): latency until each stream has it in PeersRemoved;
+//   resources   server RSS (peak, and settled with N streams open), PSS, CPU seconds from /proc.
+// Counted as "server": ours = coordination + router + redis-server (+ its small Node launcher); headscale = its one
+// process. Ours is reached through the router (what users get); headscale directly. One server runs at a time.
+//
+//   node bench/control.ts                       N = 100, 500
+//   node bench/control.ts --n=100 --events=5     smaller
+//   node bench/control.ts --full                 N = 100, 500, 1000, 2000
+//   options: --only=hse|headscale  --events=K (default 10)  --concurrency=C (registrations in flight, default 64)
+import { fetchServerKey } from './load-client/dial.ts';
+import { Fleet, type EventResult } from './load-client/fleet.ts';
+import { parseArgs } from './lib/args.ts';
+import { HEADSCALE, startHeadscale } from './lib/headscale.ts';
+import { startHse } from './lib/hse.ts';
+import { PeakSampler, sampleGroup, type GroupSample } from './lib/proc.ts';
+import { fmtMiB, fmtMs, fmtNum, header, median, percentile, ratio, table } from './lib/report.ts';
+
+type ServerName = 'hse' | 'headscale';
+
+interface Run {
+  server: ServerName;
+  n: number;
+  registerMs: number;
+  fullAllMs: number;
+  fullP50Ms: number;
+  fullMissing: number;
+  join: EventResult[];
+  leave: EventResult[];
+  peakRssKiB: number;
+  settled: GroupSample;
+  cpuFull: number;
+  cpuTotal: number;
+  clientCpuFull: number;
+  streamsEnded: number;
+  error?: string;
+}
+
+const args = parseArgs(process.argv.slice(2));
+const sizes = args.flag('full') ? [100, 500, 1000, 2000] : args.ints('n', [100, 500]);
+const events = args.int('events', 10);
+const concurrency = args.int('concurrency', 64);
+const only = args.str('only', '');
+const servers: ServerName[] = only === 'hse' ? ['hse'] : only === 'headscale' ? ['headscale'] : ['hse', 'headscale'];
+
+const log = (s: string) => process.stderr.write(`[control] ${s}\n`);
+
+async function startServer(name: ServerName) {
+  if (name === 'hse') {
+    const h = await startHse({ processes: ['redis', 'coordination', 'router'] });
+    return { url: h.url, port: h.port, pids: h.pids(), preAuthKey: h.preAuthKey, stop: h.stop, logs: h.logs };
+  }
+  const h = await startHeadscale();
+  return { url: h.url, port: h.port, pids: h.pids(), preAuthKey: h.preAuthKey, stop: h.stop, logs: () => h.server.output() };
+}
+
+async function runOne(name: ServerName, n: number): Promise<Run> {
+  const srv = await startServer(name);
+  let fleet: Fleet | null = null;
+  const start = sampleGroup(srv.pids);
+  const peak = new PeakSampler(srv.pids);
+  const run: Run = {
+    server: name,
+    n,
+    registerMs: NaN,
+    fullAllMs: NaN,
+    fullP50Ms: NaN,
+    fullMissing: n,
+    join: [],
+    leave: [],
+    peakRssKiB: NaN,
+    settled: start,
+    cpuFull: NaN,
+    cpuTotal: NaN,
+    clientCpuFull: NaN,
+    streamsEnded: 0,
+  };
+  try {
+    const key = await srv.preAuthKey('bench');
+    const probeKey = await srv.preAuthKey('bench', { ephemeral: true });
+    fleet = new Fleet({ host: '127.0.0.1', port: srv.port, serverKey: await fetchServerKey(srv.url) }, n);
+
+    log(`${name} N=${n}: registering`);
+    run.registerMs = await fleet.register(key, concurrency);
+
+    log(`${name} N=${n}: opening ${n} map streams`);
+    const cpu0 = sampleGroup(srv.pids).cpuSeconds;
+    const client0 = process.cpuUsage();
+    await fleet.openAll();
+    const full = await fleet.waitFull(Math.max(120_000, n * 150));
+    run.fullMissing = full.missing;
+    run.fullAllMs = full.missing === 0 ? Math.max(...full.times) : NaN;
+    run.fullP50Ms = median(full.times);
+    const c = process.cpuUsage(client0);
+    run.clientCpuFull = (c.user + c.system) / 1e6;
+    run.cpuFull = sampleGroup(srv.pids).cpuSeconds - cpu0;
+    // The online flags of N nodes coming up fan out as N×(N-1) updates after the maps; wait them out.
+    log(`${name} N=${n}: full maps in ${fmtMs(run.fullAllMs)}; waiting for the online-status fan-out to settle`);
+    await fleet.settle(1000, 180_000);
+
+    for (let k = 0; k < events; k++) {
+      const { node, result } = await fleet.probeJoin(probeKey, 30_000);
+      run.join.push(result);
+      await fleet.settle(300, 15_000);
+      run.leave.push(await fleet.probeLeave(node, 30_000));
+      await fleet.settle(300, 15_000);
+    }
+    log(`${name} N=${n}: ${events} joins and leaves measured`);
+    run.settled = sampleGroup(srv.pids);
+    run.cpuTotal = run.settled.cpuSeconds - start.cpuSeconds;
+    run.streamsEnded = fleet.streamsEnded;
+  } catch (e) {
+    run.error = (e as Error).message;
+    log(`${name} N=${n} failed: ${run.error}\n${srv.logs().slice(-3000)}`);
+  } finally {
+    peak.stop();
+    run.peakRssKiB = peak.peakRssKiB;
+    fleet?.close();
+    await srv.stop();
+  }
+  return run;
+}
+
+function eventStats(rs: EventResult[]): { p50: number; p99: number; all: number; missing: number } {
+  const lat = rs.flatMap((r) => r.latencies);
+  return { p50: percentile(lat, 50), p99: percentile(lat, 99), all: median(rs.map((r) => (Number.isNaN(r.allMs) ? Infinity : r.allMs))), missing: rs.reduce((s, r) => s + r.missing, 0) };
+}
+
+function rows(runs: Run[]): (string | number)[][] {
+  const out: (string | number)[][] = [];
+  const by = (s: ServerName) => runs.find((r) => r.server === s);
+  const ours = by('hse');
+  const theirs = by('headscale');
+  const n = runs[0].n;
+  type Metric = [string, (r: Run) => number, (v: number) => string, 'lower' | 'higher'];
+  const metrics: Metric[] = [
+    ['register, nodes/s', (r) => (r.n / r.registerMs) * 1000, (v) => fmtNum(v), 'higher'],
+    ['all full maps', (r) => r.fullAllMs, fmtMs, 'lower'],
+    ['full map p50 (per node)', (r) => r.fullP50Ms, fmtMs, 'lower'],
+    ['join → stream p50', (r) => eventStats(r.join).p50, fmtMs, 'lower'],
+    ['join → stream p99', (r) => eventStats(r.join).p99, fmtMs, 'lower'],
+    ['join → all streams (median)', (r) => eventStats(r.join).all, fmtMs, 'lower'],
+    ['leave → stream p50', (r) => eventStats(r.leave).p50, fmtMs, 'lower'],
+    ['leave → stream p99', (r) => eventStats(r.leave).p99, fmtMs, 'lower'],
+    ['leave → all streams (median)', (r) => eventStats(r.leave).all, fmtMs, 'lower'],
+    ['server RSS peak', (r) => r.peakRssKiB, fmtMiB, 'lower'],
+    ['server RSS settled, N streams', (r) => r.settled.rssKiB, fmtMiB, 'lower'],
+    ['server PSS settled, N streams', (r) => r.settled.pssKiB, fmtMiB, 'lower'],
+    ['server CPU s, full-map phase', (r) => r.cpuFull, (v) => fmtNum(v, 2), 'lower'],
+    ['server CPU s, whole run', (r) => r.cpuTotal, (v) => fmtNum(v, 2), 'lower'],
+  ];
+  for (const [label, get, fmt] of metrics) {
+    const a = ours ? get(ours) : NaN;
+    const b = theirs ? get(theirs) : NaN;
+    out.push([String(n), label, fmt(a), fmt(b), ratio(a, b)]);
+  }
+  return out;
+}
+
+process.stdout.write(
+  header('Control plane: hse vs headscale', {
+    headscale: [HEADSCALE, ['version']],
+    'redis-server': ['redis-server', ['--version']],
+  }),
+);
+process.stdout.write(
+  `N = ${sizes.join(', ')}; ${events} join/leave events per N; registrations ${concurrency} in flight; load client: one Noise connection per node, capability version 142, one process sharing the machine with the server\n\n`,
+);
+
+const all: Run[][] = [];
+for (const n of sizes) {
+  const runs: Run[] = [];
+  for (const s of servers) runs.push(await runOne(s, n));
+  all.push(runs);
+}
+
+process.stdout.write(`${table(['N', 'metric', 'hse', 'headscale', 'hse/headscale'], all.flatMap(rows))}\n\n`);
+for (const runs of all) {
+  for (const r of runs) {
+    const j = eventStats(r.join);
+    const l = eventStats(r.leave);
+    const per = Object.entries(r.settled.byProcess)
+      .map(([k, v]) => `${k} ${fmtMiB(v.rssKiB)} RSS/${fmtMiB(v.pssKiB)} PSS/${fmtNum(v.cpuSeconds, 1)} CPU-s`)
+      .join(', ');
+    process.stdout.write(
+      `${r.server} N=${r.n}: ${r.error ? `FAILED: ${r.error.split('\n')[0]}; ` : ''}nodes without a full map ${r.fullMissing}; ` +
+        `stream deliveries missing: join ${j.missing}, leave ${l.missing}; streams ended early ${r.streamsEnded}; ` +
+        `load client CPU in the full-map phase ${fmtNum(r.clientCpuFull, 2)} s; processes: ${per}\n`,
+    );
+  }
+}
+process.stdout.write('\nratio < 1 is better for hse on every row except register (nodes/s), where > 1 is better.\n');

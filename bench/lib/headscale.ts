@@ -1,0 +1,132 @@
+// Headscale for a benchmark: the pinned binary (bench/install-peers.sh), a fresh config and SQLite database in a temp
+// dir, every listener on loopback, and nothing that reaches the internet: no DERP map download (derp.urls empty, a
+// local map file instead, embedded DERP off), no update check, no log upload. Users and pre-auth keys through its
+// own CLI over its Unix socket, as an operator would. Config keys as in headscale v0.29.1's config-example.yaml.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { freePort } from '../../test/harness/process.ts';
+import { runCommand, startServer, type Server } from './spawn.ts';
+
+export const HEADSCALE = process.env.HEADSCALE_BIN ?? path.join(process.env.GOBIN ?? path.join(process.env.HOME ?? '/root', 'go/bin'), 'headscale');
+
+export interface DerpNodeSpec {
+  host: string;
+  derpPort: number;
+  /** -1: no STUN. */
+  stunPort: number;
+}
+
+export interface Headscale {
+  url: string;
+  port: number;
+  dir: string;
+  server: Server;
+  pids(): Record<string, number>;
+  /** Creates the user if needed and a reusable pre-auth key (valid 24 h); returns the key. */
+  preAuthKey(user: string, opts?: { ephemeral?: boolean }): Promise<string>;
+  stop(): Promise<void>;
+}
+
+function configYaml(o: { dir: string; port: number; metricsPort: number; grpcPort: number; derpFile: string; logLevel: string }): string {
+  return `# Written by bench/lib/headscale.ts for one benchmark run.
+server_url: http://127.0.0.1:${o.port}
+listen_addr: 127.0.0.1:${o.port}
+metrics_listen_addr: 127.0.0.1:${o.metricsPort}
+grpc_listen_addr: 127.0.0.1:${o.grpcPort}
+grpc_allow_insecure: false
+noise:
+  private_key_path: ${o.dir}/noise_private.key
+prefixes:
+  v4: 100.64.0.0/10
+  v6: fd7a:115c:a1e0::/48
+  allocation: sequential
+derp:
+  server:
+    enabled: false
+  urls: []
+  paths:
+    - ${o.derpFile}
+  auto_update_enabled: false
+disable_check_updates: true
+database:
+  type: sqlite
+  sqlite:
+    path: ${o.dir}/db.sqlite
+    write_ahead_log: true
+log:
+  level: ${o.logLevel}
+  format: text
+policy:
+  mode: file
+  path: ""
+dns:
+  magic_dns: true
+  base_domain: bench.internal
+  override_local_dns: false
+  nameservers:
+    global: []
+unix_socket: ${o.dir}/headscale.sock
+unix_socket_permission: "0770"
+logtail:
+  enabled: false
+`;
+}
+
+function derpYaml(d: DerpNodeSpec): string {
+  return `regions:
+  900:
+    regionid: 900
+    regioncode: bench
+    regionname: Bench loopback relay
+    nodes:
+      - name: 900a
+        regionid: 900
+        hostname: ${d.host}
+        ipv4: ${d.host}
+        stunport: ${d.stunPort}
+        stunonly: false
+        derpport: ${d.derpPort}
+        insecurefortests: true
+`;
+}
+
+export async function startHeadscale(opts: { derp?: DerpNodeSpec; logLevel?: string } = {}): Promise<Headscale> {
+  if (!fs.existsSync(HEADSCALE)) throw new Error(`no headscale binary at ${HEADSCALE}; run bench/install-peers.sh`);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-bench-'));
+  const port = await freePort();
+  const derpFile = path.join(dir, 'derp.yaml');
+  fs.writeFileSync(derpFile, derpYaml(opts.derp ?? { host: '127.0.0.1', derpPort: 3340, stunPort: -1 }));
+  const cfgFile = path.join(dir, 'config.yaml');
+  fs.writeFileSync(cfgFile, configYaml({ dir, port, metricsPort: await freePort(), grpcPort: await freePort(), derpFile, logLevel: opts.logLevel ?? 'info' }));
+  const env = { PATH: process.env.PATH, HOME: dir, HEADSCALE_CONFIG: cfgFile };
+  const server = startServer('headscale', HEADSCALE, ['serve'], { env, cwd: dir });
+  try {
+    await server.waitFor(/listening and serving HTTP/, 60_000);
+  } catch (e) {
+    await server.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+    throw e;
+  }
+  const cli = (...args: string[]) => runCommand(HEADSCALE, args, { env, cwd: dir });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    dir,
+    server,
+    pids: () => ({ headscale: server.pid }),
+    async preAuthKey(user, o = {}) {
+      const list = JSON.parse(await cli('users', 'list', '-o', 'json')) as { id: number | string; name: string }[] | null;
+      let u = (list ?? []).find((x) => x.name === user);
+      if (!u) u = JSON.parse(await cli('users', 'create', user, '-o', 'json')) as { id: number | string; name: string };
+      const args = ['preauthkeys', 'create', '-u', String(u.id), '--reusable', '-e', '24h', '-o', 'json'];
+      if (o.ephemeral) args.push('--ephemeral');
+      const k = JSON.parse(await cli(...args)) as { key: string };
+      return k.key;
+    },
+    async stop() {
+      await server.stop();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,120 @@
+// Our image for a benchmark, started the way the container runs it (ecosystem.config.cjs) minus the supervisor:
+// the embedded Redis launcher with its own redis.conf (AOF, appendfsync always — what operators get, not the test
+// harness's throwaway Redis), then the services and the router, each a real process of the pinned Node 24 on a
+// temp HSE_DATA_DIR, on loopback. bench/memory.ts runs the real pm2-runtime instead, since there the supervisor
+// itself is part of what is measured.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { AdminClient } from '../../shared/admin-client.ts';
+import { parseConfig } from '../../shared/config.ts';
+import { adminSocket, serviceSocket, type ServiceName } from '../../shared/paths.ts';
+import { freePort, freeUdpPort, NODE, ROOT } from '../../test/harness/process.ts';
+import { startServer, type Server } from './spawn.ts';
+
+export type HseProcess = 'redis' | 'router' | ServiceName;
+
+const MAINS: Record<HseProcess, string> = {
+  redis: 'services/redis/src/main.ts',
+  router: 'router/src/main.ts',
+  coordination: 'services/coordination/src/main.ts',
+  relay: 'services/relay/src/main.ts',
+  console: 'services/console/src/main.ts',
+};
+
+export interface HseOptions {
+  /** Default: the whole image. */
+  processes?: HseProcess[];
+  env?: Record<string, string>;
+}
+
+export interface Hse {
+  url: string;
+  port: number;
+  stunPort: number;
+  env: Record<string, string>;
+  dataDir: string;
+  servers: Partial<Record<HseProcess, Server>>;
+  /** PIDs by process name; "redis-server" is the launcher's child, the store itself. */
+  pids(): Record<string, number>;
+  socket(service: ServiceName): string;
+  admin: AdminClient;
+  /** Creates a user and a reusable pre-auth key for it; returns the key. */
+  preAuthKey(user: string, opts?: { ephemeral?: boolean }): Promise<string>;
+  logs(): string;
+  stop(): Promise<void>;
+}
+
+export async function startHse(opts: HseOptions = {}): Promise<Hse> {
+  const processes = opts.processes ?? ['redis', 'coordination', 'relay', 'console', 'router'];
+  // Short path: Unix socket names are limited to 107 bytes.
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'hse-bench-'));
+  const port = await freePort();
+  const stunPort = await freeUdpPort();
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    HOME: process.env.HOME ?? '/root',
+    HSE_DATA_DIR: dataDir,
+    HSE_TLS: 'off',
+    HSE_HTTP_PORT: String(port),
+    HSE_LISTEN_ADDRESS: '127.0.0.1',
+    HSE_PUBLIC_URL: `http://127.0.0.1:${port}`,
+    HSE_STUN_PORT: String(stunPort),
+    HSE_STUN_LISTEN: '127.0.0.1',
+    HSE_CONSOLE_PASSWORD: 'bench-password-not-secret',
+    ...opts.env,
+  };
+  const cfg = parseConfig(env);
+  const servers: Partial<Record<HseProcess, Server>> = {};
+  let redisServerPid = 0;
+  const start = (name: HseProcess) => (servers[name] = startServer(name, NODE, [path.join(ROOT, MAINS[name])], { env, cwd: ROOT }));
+  const logs = () =>
+    Object.entries(servers)
+      .map(([n, s]) => `----- ${n} -----\n${s!.output().slice(-6000)}`)
+      .join('\n');
+  const stop = async () => {
+    await servers.router?.stop();
+    await Promise.all(processes.filter((p) => p !== 'router' && p !== 'redis').map((p) => servers[p]?.stop()));
+    await servers.redis?.stop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  };
+  try {
+    if (processes.includes('redis')) {
+      const m = await start('redis').waitFor(/listening.* pid=(\d+)/, 30_000);
+      redisServerPid = Number(m[1]);
+    }
+    const rest = processes.filter((p) => p !== 'redis');
+    for (const p of rest) start(p);
+    await Promise.all(rest.map((p) => servers[p]!.waitFor(/listening/, 60_000)));
+  } catch (e) {
+    const out = logs();
+    await stop();
+    throw new Error(`${(e as Error).message.split('\n')[0]}\n${out}`);
+  }
+  const admin = new AdminClient(adminSocket(cfg));
+  const who = { actor: 'bench', ip: '' };
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    stunPort,
+    env,
+    dataDir,
+    servers,
+    pids() {
+      const out: Record<string, number> = {};
+      for (const [n, s] of Object.entries(servers)) out[n === 'redis' ? 'redis launcher' : n] = s!.pid;
+      if (redisServerPid) out['redis-server'] = redisServerPid;
+      return out;
+    },
+    socket: (service) => serviceSocket(cfg, service),
+    admin,
+    async preAuthKey(user, o = {}) {
+      const users = await admin.listUsers(who);
+      if (!users.some((u) => u.name === user)) await admin.createUser(who, user);
+      const k = await admin.createPreAuthKey(who, { user, reusable: true, ephemeral: o.ephemeral ?? false, expiresInSeconds: 86_400 });
+      return k.key;
+    },
+    logs,
+    stop,
+  };
+}

@@ -1,0 +1,171 @@
+// Many simulated nodes in one process, one Noise connection each, and the measurements bench/control.ts makes with
+// them: how long until every node holds its full map, and how long a join or a leave takes to reach every stream.
+//
+// A node "has its full map" once it knows all N-1 peers: from its first map message's Peers when that list is
+// complete (the usual case), else from Peers plus the PeersChanged that follow. A join reaches a stream with the
+// first message that lists the new node's key in Peers or PeersChanged; a leave, with the first PeersRemoved holding
+// its ID. Times are performance.now() at the chunk that completed the message.
+import { pool, sleep, until } from '../lib/pool.ts';
+import { ControlNode, type ServerTarget } from './control-node.ts';
+import type { MapMessage } from './map-frames.ts';
+
+interface Watch {
+  kind: 'join' | 'leave';
+  key: string;
+  id: number;
+  since: number;
+  /** Per stream: latency in ms, NaN until it arrived. */
+  latency: Float64Array;
+  remaining: number;
+}
+
+export interface EventResult {
+  /** One latency per stream that saw the event, ms. */
+  latencies: number[];
+  /** Until the last stream had it, ms (NaN if some never did within the timeout). */
+  allMs: number;
+  missing: number;
+}
+
+export class Fleet {
+  readonly nodes: ControlNode[];
+  private readonly target: ServerTarget;
+  private readonly fullAt: Float64Array;
+  private readonly partial = new Map<number, Set<string>>();
+  private fullRemaining: number;
+  private openedAt = 0;
+  private watch: Watch | null = null;
+  /** Last time any stream got something other than a keep-alive. */
+  lastChangeAt = 0;
+  messages = 0;
+  streamsEnded = 0;
+  private probeCount = 0;
+
+  constructor(target: ServerTarget, n: number, prefix = 'bench') {
+    this.target = target;
+    this.nodes = Array.from({ length: n }, (_, i) => new ControlNode(`${prefix}-${i}`));
+    this.fullAt = new Float64Array(n).fill(NaN);
+    this.fullRemaining = n;
+  }
+
+  /** Dials and registers every node, `concurrency` at a time; returns the elapsed ms. */
+  async register(authKey: string, concurrency: number): Promise<number> {
+    const t0 = performance.now();
+    await pool(this.nodes, concurrency, async (node) => {
+      await node.connect(this.target);
+      await node.register(authKey);
+    });
+    return performance.now() - t0;
+  }
+
+  private onMessage(i: number, m: MapMessage, at: number): void {
+    if (m.KeepAlive && Object.keys(m).length === 1) return;
+    this.messages++;
+    this.lastChangeAt = at;
+    const need = this.nodes.length - 1;
+    if (Number.isNaN(this.fullAt[i])) {
+      let known = this.partial.get(i);
+      if (m.Peers && m.Peers.length >= need) {
+        this.markFull(i, at);
+      } else if (m.Peers || m.PeersChanged || known) {
+        known ??= new Set();
+        this.partial.set(i, known);
+        for (const p of [...(m.Peers ?? []), ...(m.PeersChanged ?? [])]) known.add(p.Key);
+        if (known.size >= need) {
+          this.partial.delete(i);
+          this.markFull(i, at);
+        }
+      }
+    }
+    const w = this.watch;
+    if (w && Number.isNaN(w.latency[i])) {
+      const hit =
+        w.kind === 'join'
+          ? (m.PeersChanged?.some((p) => p.Key === w.key) ?? false) || (m.Peers?.some((p) => p.Key === w.key) ?? false)
+          : (m.PeersRemoved?.includes(w.id) ?? false);
+      if (hit) {
+        w.latency[i] = at - w.since;
+        w.remaining--;
+      }
+    }
+  }
+
+  private markFull(i: number, at: number): void {
+    this.fullAt[i] = at - this.openedAt;
+    this.fullRemaining--;
+  }
+
+  /** Opens every node's map stream at once (what a restart of the server or of the network looks like). */
+  async openAll(): Promise<void> {
+    this.openedAt = performance.now();
+    await Promise.all(
+      this.nodes.map((node, i) =>
+        node.openMap(
+          (m, at) => this.onMessage(i, m, at),
+          () => this.streamsEnded++,
+        ),
+      ),
+    );
+  }
+
+  /** Resolves when every node has its full map, or after `ms`. Returns per-node times (ms since openAll). */
+  async waitFull(ms: number): Promise<{ times: number[]; missing: number }> {
+    await until(() => this.fullRemaining === 0, ms, 10);
+    const times = [...this.fullAt].filter((t) => !Number.isNaN(t));
+    return { times, missing: this.nodes.length - times.length };
+  }
+
+  /** Waits until no stream got anything but keep-alives for `quietMs` (at most `maxMs`). */
+  async settle(quietMs: number, maxMs: number): Promise<boolean> {
+    const deadline = performance.now() + maxMs;
+    for (;;) {
+      const idle = performance.now() - this.lastChangeAt;
+      if (idle >= quietMs) return true;
+      if (performance.now() > deadline) return false;
+      await sleep(Math.max(5, quietMs - idle));
+    }
+  }
+
+  private async observe(kind: 'join' | 'leave', key: string, id: number, act: () => Promise<void>, timeoutMs: number): Promise<EventResult> {
+    const w: Watch = { kind, key, id, since: performance.now(), latency: new Float64Array(this.nodes.length).fill(NaN), remaining: this.nodes.length };
+    this.watch = w;
+    await act();
+    await until(() => w.remaining === 0, timeoutMs, 5);
+    this.watch = null;
+    const latencies = [...w.latency].filter((x) => !Number.isNaN(x));
+    return { latencies, allMs: w.remaining === 0 ? Math.max(...latencies) : NaN, missing: w.remaining };
+  }
+
+  /**
+   * A new node (fresh machine key, its own Noise connection made beforehand) registers with `authKey` and opens its
+   * map stream; measured from the register request to each fleet stream. Returns the node for probeLeave.
+   */
+  async probeJoin(authKey: string, timeoutMs: number): Promise<{ node: ControlNode; result: EventResult }> {
+    const node = new ControlNode(`probe-${++this.probeCount}`);
+    await node.connect(this.target);
+    const result = await this.observe(
+      'join',
+      node.nodeKey,
+      0,
+      async () => {
+        await node.register(authKey);
+        await node.openMap(() => {});
+      },
+      timeoutMs,
+    );
+    return { node, result };
+  }
+
+  /** The probe logs out (`tailscale logout`; with an ephemeral key the server deletes it); measured to each stream. */
+  async probeLeave(node: ControlNode, timeoutMs: number): Promise<EventResult> {
+    await until(() => node.id !== 0, 10_000);
+    if (node.id === 0) throw new Error(`probe ${node.hostname} never got its own map, so its ID is unknown`);
+    const result = await this.observe('leave', node.nodeKey, node.id, async () => void (await node.logout()), timeoutMs);
+    node.close();
+    return result;
+  }
+
+  close(): void {
+    for (const n of this.nodes) n.close();
+  }
+}
