@@ -6,8 +6,11 @@ import type { Redis } from 'ioredis';
 import Koa, { type Context, type Next } from 'koa';
 import session from 'koa-session';
 import { record as recordActivity } from '../../../shared/activity.ts';
+import type { AdminClient } from '../../../shared/admin-client.ts';
 import type { Config } from '../../../shared/config.ts';
 import type { Logger } from '../../../shared/log.ts';
+import { accountsRoutes } from './accounts/accounts-routes.ts';
+import { ownAccountRoutes } from './accounts/own-account-routes.ts';
 import { logsRoutes } from './activity/logs-routes.ts';
 import { streamRoute } from './activity/stream-route.ts';
 import type { ActivityTail } from './activity/tail.ts';
@@ -17,6 +20,13 @@ import { csrfGuard, requireSession } from './auth/require-session.ts';
 import { currentSession, loginCookieName, sessionOptions } from './auth/session.ts';
 import { SigninLimiter } from './auth/signin-limit.ts';
 import { errorHandler, PageError, STORE_UNAVAILABLE } from './errors.ts';
+import type { ChangeFeed } from './network/change-feed.ts';
+import type { NetworkDeps } from './network/deps.ts';
+import { keysRoutes } from './network/keys-routes.ts';
+import { machinesRoutes } from './network/machines-routes.ts';
+import { machinesStreamRoute } from './network/machines-stream.ts';
+import { registerRoutes } from './network/register-routes.ts';
+import { usersRoutes } from './network/users-routes.ts';
 import { clientAddress } from './request/client-address.ts';
 import { readForm } from './request/form-body.ts';
 import { publicUrl } from './request/public-url.ts';
@@ -30,6 +40,10 @@ export interface ConsoleDeps {
   log: Logger;
   redis: Redis;
   tail: ActivityTail;
+  /** The coordination service's admin API: machines, users, keys, device approval. */
+  admin: AdminClient;
+  /** State changes (K.changes), for the live machine views. */
+  feed: ChangeFeed;
 }
 
 export interface ConsoleApp {
@@ -95,6 +109,15 @@ export function createConsole(d: ConsoleDeps): ConsoleApp {
   loginRoutes(router, { cfg, accounts, limiter, record, clientIp, loginCsrf, log: log.child('auth') });
   logsRoutes(router, { cfg, redis, log: log.child('logs'), gate });
   streamRoute(router, { redis, accounts, tail: d.tail, log: log.child('tail'), gate });
+  const network: NetworkDeps = { cfg, admin: d.admin, gate, feed: d.feed, redis, accounts, log: log.child('network') };
+  // The stream before /console/machines/:id, which would otherwise take "stream" for a machine id.
+  machinesStreamRoute(router, network);
+  machinesRoutes(router, network);
+  registerRoutes(router, network);
+  usersRoutes(router, network);
+  keysRoutes(router, network);
+  accountsRoutes(router, { cfg, accounts, gate, record });
+  ownAccountRoutes(router, { cfg, accounts, gate, record });
 
   app.use(router.routes());
   app.use(async (ctx: Context) => {

@@ -4,6 +4,7 @@
 import crypto from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Context, Next } from 'koa';
+import { AdminError } from '../../../shared/admin-client.ts';
 import type { Logger } from '../../../shared/log.ts';
 import { FormError } from './request/form-body.ts';
 import { applySecurityHeaders } from './security/headers.ts';
@@ -25,6 +26,21 @@ export class PageError extends Error {
 export const STORE_UNAVAILABLE =
   'The console cannot reach its store (Redis), so it cannot check sessions or read the activity log right now. It retries on its own; if this lasts, check that Redis is running (see the image log).';
 
+export const COORDINATION_UNAVAILABLE =
+  'Machines, users and keys are managed by the coordination service, which is not answering right now. It is restarted on its own; if this lasts, check the image log.';
+
+export function adminErrorTitle(status: number): string {
+  if (status === 404) return 'Not found';
+  if (status === 409) return 'Not possible right now';
+  if (status === 400 || status === 422) return 'Check the form';
+  if (status >= 500) return 'Coordination service unavailable';
+  return 'Refused';
+}
+
+export function capitalise(text: string): string {
+  return text.slice(0, 1).toUpperCase() + text.slice(1);
+}
+
 /** Errors that mean Redis is not answering, as opposed to a bug. */
 export function isStoreError(e: unknown, redis: Redis): boolean {
   if (redis.status !== 'ready') return true;
@@ -34,7 +50,7 @@ export function isStoreError(e: unknown, redis: Redis): boolean {
 }
 
 export function wantsJson(ctx: Context): boolean {
-  return ctx.path.startsWith('/console/api/') || ctx.path === '/console/logs/stream';
+  return ctx.path.startsWith('/console/api/') || ctx.path === '/console/logs/stream' || ctx.path === '/console/machines/stream';
 }
 
 export interface ErrorOptions {
@@ -57,6 +73,13 @@ export function errorHandler(opts: ErrorOptions) {
       if (e instanceof PageError) {
         ({ status, title, headers } = e);
         message = e.message;
+      } else if (e instanceof AdminError) {
+        // The coordination service's own words: they say what was wrong and what to do.
+        status = e.status;
+        title = adminErrorTitle(e.status);
+        message = e.status >= 500 ? `${capitalise(e.message)}. ${COORDINATION_UNAVAILABLE}` : capitalise(e.message);
+        if (e.status === 503) headers = { 'Retry-After': '5' };
+        if (e.status >= 500) opts.log.warn('admin API failed', { path: ctx.path, status: e.status, error: e.message });
       } else if (e instanceof FormError) {
         status = e.status;
         title = status === 413 ? 'Form too large' : status === 415 ? 'Not a form' : 'Form incomplete';

@@ -6,15 +6,17 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { prune } from '../../../shared/activity.ts';
+import { AdminClient } from '../../../shared/admin-client.ts';
 import { loadConfig } from '../../../shared/config.ts';
 import { Logger } from '../../../shared/log.ts';
-import { clearSocket, ensureDirs, serviceSocket } from '../../../shared/paths.ts';
+import { adminSocket, clearSocket, ensureDirs, serviceSocket } from '../../../shared/paths.ts';
 import { connectRedis } from '../../../shared/redis.ts';
-import { openStreams } from './activity/stream-route.ts';
 import { ActivityTail } from './activity/tail.ts';
 import { createConsole } from './app.ts';
+import { openStreams } from './request/open-streams.ts';
 import { configuredPassword, ensureFirstAdmin, SettingError } from './auth/first-admin.ts';
 import { loadCookieKeys } from './auth/session-keys.ts';
+import { ChangeFeed } from './network/change-feed.ts';
 
 const cfg = loadConfig('console');
 const log = new Logger('console', cfg.logLevel);
@@ -23,7 +25,9 @@ refuseBadPasswordSetting();
 
 const redis = connectRedis(cfg, log, 'console');
 const tail = new ActivityTail(() => connectRedis(cfg, log.child('tail'), 'console-tail'), log.child('tail'));
-const consoleApp = createConsole({ cfg, log, redis, tail });
+const feed = new ChangeFeed(() => connectRedis(cfg, log.child('changes'), 'console-changes'), log.child('changes'));
+const admin = new AdminClient(adminSocket(cfg));
+const consoleApp = createConsole({ cfg, log, redis, tail, admin, feed });
 const socketPath = serviceSocket(cfg, 'console');
 
 const server = http.createServer(consoleApp.app.callback());
@@ -104,14 +108,16 @@ let stopping = false;
 function shutdown(signal: string): void {
   if (stopping) return;
   stopping = true;
-  log.info('shutting down', { signal, liveTails: openStreams.size });
+  log.info('shutting down', { signal, liveStreams: openStreams.size });
   server.close(() => {
     tail.stop();
+    feed.stop();
     redis.disconnect();
     process.exit(0);
   });
   for (const s of openStreams) s.end();
   tail.stop();
+  feed.stop();
   server.closeIdleConnections();
   // Requests still running after this long are cut off; nothing the console does takes that long.
   setTimeout(() => {

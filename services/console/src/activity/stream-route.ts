@@ -15,8 +15,10 @@ import type { ActivityEntry } from '../../../../shared/activity.ts';
 import type { Logger } from '../../../../shared/log.ts';
 import { K } from '../../../../shared/redis-keys.ts';
 import type { Accounts } from '../auth/accounts.ts';
-import { isLive, sessionId, sessionKey, type SessionData } from '../auth/session.ts';
+import { sessionId } from '../auth/session.ts';
+import { sessionStillLive } from '../auth/session-check.ts';
 import { PageError } from '../errors.ts';
+import { MAX_STREAMS, openStreams } from '../request/open-streams.ts';
 import { readFilter } from './filter.ts';
 import { compareIds, entriesAfter, STREAM_ID_RE } from './query.ts';
 import type { ActivityTail } from './tail.ts';
@@ -24,8 +26,6 @@ import type { ActivityTail } from './tail.ts';
 export const HEARTBEAT_MS = 15_000;
 /** Entries a reconnecting client may catch up on; beyond that it reloads the page. */
 const CATCH_UP_MAX = 500;
-/** Open streams per console process. Each is cheap, but not free. */
-const MAX_STREAMS = 500;
 /**
  * Bytes a stream may have waiting for a client that does not read. Past this it is closed; EventSource reconnects with
  * Last-Event-ID and catches up from Redis, so a stalled tab costs a reconnect, not our memory.
@@ -51,9 +51,6 @@ function startId(ctx: Context): string | null {
 function frame(e: ActivityEntry): string {
   return `id: ${e.id}\nevent: entry\ndata: ${JSON.stringify(e)}\n\n`;
 }
-
-/** Open event streams, so shutdown can end them (the browser reconnects to the next process). */
-export const openStreams = new Set<PassThrough>();
 
 export function streamRoute(router: Router, d: StreamDeps): void {
   router.get('/console/logs/stream', d.gate, async (ctx) => {
@@ -137,10 +134,7 @@ export function streamRoute(router: Router, d: StreamDeps): void {
       void (async () => {
         let live = true;
         try {
-          const json = sid ? await d.redis.get(sessionKey(sid)) : null;
-          const s = json ? (JSON.parse(json) as Partial<SessionData>) : null;
-          const account = isLive(s) ? await d.accounts.get(s.account) : null;
-          live = isLive(s) && account !== null && !account.disabled && s.authAt >= account.sessionsNotBefore;
+          live = await sessionStillLive(d.redis, d.accounts, sid);
         } catch {
           // Store trouble is not a sign-out: keep the stream, the next beat checks again.
         }

@@ -1,7 +1,7 @@
 // Console accounts (people who sign in to the console; not tailnet users). One Redis hash, K.consoleAccounts:
 // field = lower-cased user name, value = Account JSON. Names are matched without regard to case so "Admin" typed on
-// a phone that capitalises the first letter still finds "admin". Roles are ready for issue 9: an administrator
-// changes things, an auditor only reads.
+// a phone that capitalises the first letter still finds "admin". An administrator changes things, an auditor only
+// reads (auth/role.ts).
 import type { Redis } from 'ioredis';
 import { K } from '../../../../shared/redis-keys.ts';
 
@@ -56,6 +56,11 @@ export class Accounts {
 
   async put(a: Account): Promise<void> {
     await this.redis.hset(K.consoleAccounts, accountKey(a.username), JSON.stringify(a));
+  }
+
+  /** True when an account was removed. */
+  async delete(username: string): Promise<boolean> {
+    return (await this.redis.hdel(K.consoleAccounts, accountKey(username))) === 1;
   }
 
   async list(): Promise<Account[]> {

@@ -31,7 +31,7 @@ function navigation(viewer: Viewer, active: string | undefined): Html {
 
 function accountMenu(viewer: Viewer): Html {
   return html`<div class="account">
-      <span class="who" title="Signed in as ${viewer.username} (${viewer.role})"><span class="avatar" aria-hidden="true">${viewer.username.slice(0, 1).toUpperCase()}</span><span class="name">${viewer.username}</span><span class="role">${viewer.role}</span></span>
+      <a class="who" href="/console/account" title="Signed in as ${viewer.username} (${viewer.role}) — my account and password"><span class="avatar" aria-hidden="true">${viewer.username.slice(0, 1).toUpperCase()}</span><span class="name">${viewer.username}</span><span class="role">${viewer.role}</span></a>
       <form method="post" action="/console/logout" class="signout">
         <input type="hidden" name="csrf" value="${viewer.csrf}">
         <button type="submit" class="button subtle">Sign out</button>

@@ -1,5 +1,5 @@
-// The console's sections, in the order the navigation shows them. A section appears once its pages exist (issue 9
-// adds machines, users, keys and accounts by flipping `ready` and adding routes), so nobody clicks into a dead end.
+// The console's sections, in the order the navigation shows them. A section appears once its pages exist (`ready`),
+// so nobody clicks into a dead end. Every signed-in role sees every section; auditors see them without buttons.
 export interface Section {
   id: string;
   label: string;
@@ -10,11 +10,11 @@ export interface Section {
 }
 
 export const SECTIONS: Section[] = [
-  { id: 'machines', label: 'Machines', href: '/console/machines', ready: false },
-  { id: 'users', label: 'Users', href: '/console/users', ready: false },
-  { id: 'keys', label: 'Keys', href: '/console/keys', ready: false },
+  { id: 'machines', label: 'Machines', href: '/console/machines', ready: true },
+  { id: 'users', label: 'Users', href: '/console/users', ready: true },
+  { id: 'keys', label: 'Keys', href: '/console/keys', ready: true },
   { id: 'logs', label: 'Logs', href: '/console/logs', ready: true },
-  { id: 'accounts', label: 'Accounts', href: '/console/accounts', ready: false },
+  { id: 'accounts', label: 'Accounts', href: '/console/accounts', ready: true },
 ];
 
 /** Where "/console" leads a signed-in person: the first section that exists. */

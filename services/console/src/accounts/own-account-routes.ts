@@ -1,0 +1,73 @@
+// Everyone's own account, auditors included: the one change an auditor may make.
+//   GET  /console/account
+//   POST /console/account/password   current, password, confirm   -> 303 | 400/401 page with the reason
+// A changed password ends the account's other sessions (sessionsNotBefore); this one continues under a new session
+// id, as after a sign-in, since the person just proved the password again.
+import type Router from '@koa/router';
+import type { Context, Middleware } from 'koa';
+import type { Config } from '../../../../shared/config.ts';
+import type { Accounts } from '../auth/accounts.ts';
+import type { RecordActivity } from '../auth/login-routes.ts';
+import type { ConsoleState } from '../auth/require-session.ts';
+import type { SessionData } from '../auth/session.ts';
+import { FormProblem } from '../network/act.ts';
+import { setFlash, takeFlash } from '../request/flash.ts';
+import { field } from '../request/form-body.ts';
+import { formOf } from '../request/form.ts';
+import { publicUrl } from '../request/public-url.ts';
+import { hashPassword, verifyPassword } from '../security/password-hash.ts';
+import { ownAccountPage } from '../views/accounts-page.ts';
+import { passwordProblem } from './password-rules.ts';
+
+export interface OwnAccountDeps {
+  cfg: Config;
+  accounts: Accounts;
+  gate: Middleware;
+  record: RecordActivity;
+}
+
+export function ownAccountRoutes(router: Router, d: OwnAccountDeps): void {
+  const show = async (ctx: Context, error: string | null = null): Promise<string> => {
+    const viewer = (ctx.state as ConsoleState).viewer!;
+    const account = (await d.accounts.get(viewer.username))!;
+    return ownAccountPage({ viewer, account, error, flash: error ? null : takeFlash(ctx) });
+  };
+
+  router.get('/console/account', d.gate, async (ctx) => {
+    ctx.type = 'html';
+    ctx.body = await show(ctx);
+  });
+
+  router.post('/console/account/password', d.gate, async (ctx) => {
+    const viewer = (ctx.state as ConsoleState).viewer!;
+    const form = await formOf(ctx);
+    try {
+      const account = await d.accounts.get(viewer.username);
+      if (!account) throw new FormProblem('Your account no longer exists.');
+      if (!(await verifyPassword(field(form, 'current'), account.passwordHash))) {
+        await d.record(ctx, 'console.password_change_failed', account.username, account.username, { reason: 'wrong current password' });
+        throw new FormProblem('The current password is not right, so nothing was changed.', 401);
+      }
+      const next = field(form, 'password');
+      const problem = passwordProblem(next);
+      if (problem) throw new FormProblem(problem);
+      if (next !== field(form, 'confirm')) throw new FormProblem('The two new passwords differ; type the same one twice.');
+      const now = Date.now();
+      await d.accounts.put({ ...account, passwordHash: await hashPassword(next), passwordChangedAt: new Date(now).toISOString(), sessionsNotBefore: now });
+      // This session continues under a new id: authAt = now passes the new sessionsNotBefore; the old id is gone.
+      const sess = ctx.session as unknown as SessionData & { regenerate(): Promise<void> };
+      sess.authAt = now;
+      sess.seen = now;
+      await sess.regenerate();
+      await d.record(ctx, 'console.password_change', account.username, account.username, { otherSessionsEnded: true });
+      setFlash(ctx, 'ok', 'Password changed. Your other sessions have ended.');
+      ctx.status = 303;
+      ctx.redirect(publicUrl(d.cfg, '/console/account'));
+    } catch (e) {
+      if (!(e instanceof FormProblem)) throw e;
+      ctx.status = e.status;
+      ctx.type = 'html';
+      ctx.body = await show(ctx, e.message);
+    }
+  });
+}
