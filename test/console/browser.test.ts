@@ -38,8 +38,9 @@ function watchErrors(page: Page): string[] {
 }
 
 async function signIn(page: Page): Promise<void> {
-  await page.goto(`${image.url}/console`);
-  await page.waitForURL(/\/console\/login$/);
+  // Straight to Logs: this image runs the console alone, without the coordination service Machines needs.
+  await page.goto(`${image.url}/console/logs`);
+  await page.waitForURL(/\/console\/login\?next=/);
   await page.fill('input[name="username"]', 'admin');
   await page.fill('input[name="password"]', PASSWORD);
   await Promise.all([page.waitForURL(/\/console\/logs$/), page.click('button[type="submit"]')]);
@@ -122,7 +123,7 @@ test.serial('error pages look like the console: a missing page, and the rate-lim
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   const page = await context.newPage();
   await signIn(page);
-  const r = await page.goto(`${image.url}/console/machines`);
+  const r = await page.goto(`${image.url}/console/no-such-page`);
   t.is(r?.status(), 404);
   t.true(await page.locator('nav.nav').isVisible(), 'navigation stays');
   await page.screenshot({ path: path.join(ARTIFACTS, 'not-found.png') });

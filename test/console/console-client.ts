@@ -111,10 +111,23 @@ export class Client {
     return Client.csrfOf(r.body);
   }
 
+  /** Posts a form with the session's CSRF token (read from a console page once and kept). */
+  async post(path: string, form: Record<string, string> = {}): Promise<Reply> {
+    this.csrf ??= await this.sessionCsrf();
+    return this.request(path, { form: { csrf: this.csrf, ...form } });
+  }
+
+  csrf: string | undefined;
+
   /** Opens the live tail. */
   stream(query = '', headers: http.OutgoingHttpHeaders = {}): Promise<EventStream> {
+    return this.streamAt(`/console/logs/stream${query}`, headers);
+  }
+
+  /** Opens any console event stream (the live tail, the live machine views). */
+  streamAt(path: string, headers: http.OutgoingHttpHeaders = {}): Promise<EventStream> {
     return new Promise((resolve, reject) => {
-      const req = this.send(`${this.base}/console/logs/stream${query}`, { headers: { cookie: this.cookieHeader(), accept: 'text/event-stream', ...headers } }, (res) =>
+      const req = this.send(`${this.base}${path}`, { headers: { cookie: this.cookieHeader(), accept: 'text/event-stream', ...headers } }, (res) =>
         resolve(new EventStream(req, res)),
       );
       req.on('error', reject);

@@ -23,7 +23,7 @@ test.serial('SIGTERM ends live tails and exits 0; after kill -9 the next start r
   });
   t.is(await image.procs.console!.stop('SIGTERM'), 0);
   await ended;
-  t.regex(image.procs.console!.output(), /shutting down signal=SIGTERM liveTails=1/);
+  t.regex(image.procs.console!.output(), /shutting down signal=SIGTERM liveStreams=1/);
 
   await image.restart();
   t.is((await c.request('/console/logs')).status, 200, 'sessions survive a restart (kept in Redis, same cookie key)');

@@ -82,8 +82,8 @@ export function registerPage(v: RegisterView): string {
     active: 'machines',
     body: html`<section class="card register">
   <p class="eyebrow">Device login</p>
-  <h1>${open ? 'A device wants to join the tailnet' : 'Device login'}</h1>
-  ${flashBanner(v.flash)}
+  <h1>${open ? 'A device wants to join the tailnet' : v.pending.status === 'approved' ? 'Device approved' : 'Device rejected'}</h1>
+  ${open ? flashBanner(v.flash) : ''}
   ${errorBanner(v.error)}
   ${device(v.pending)}
   ${open ? decide(v) : decided(v)}
