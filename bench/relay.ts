@@ -1,0 +1,272 @@
+// Relay: our DERP/STUN relay vs Tailscale's derper, on loopback, with one lean DERP client (bench/derp/derp-conn.ts)
+// for both. Ours is measured through the router (clients reach /derp there; that is what users get) and, for the
+// packet figures, also on the relay's own Unix socket, which shows what the router hop costs. Client admission is
+// off for both (HSE_DERP_VERIFY_CLIENTS=off; derper's --verify-clients defaults to off).
+//   throughput   10 client pairs, each sender keeps 256 1400-byte packets in flight to its receiver (a closed loop,
+//                as a tunnel's congestion control makes it); packets/s and Mbit/s (packet bytes) counted at the
+//                receivers over --seconds, after 1 s warm-up;
+//   latency      one more pair: 64-byte packets echoed back through the relay (two relay hops per sample), one at a
+//                time, idle and while the 10 pairs run;
+//   memory       server RSS before and after --idle clients connect and finish the handshake, per 1,000 clients;
+//   STUN         binding requests from 2 UDP sockets, 32 in flight each, answers per second.
+//
+//   node bench/relay.ts [--seconds=5] [--idle=1000] [--only=hse|derper]
+import dgram from 'node:dgram';
+import crypto from 'node:crypto';
+import { DerpConn, sendBurst, type DerpTarget } from './derp/derp-conn.ts';
+import { bindingRequest, isBindingSuccess } from './derp/stun.ts';
+import { parseArgs } from './lib/args.ts';
+import { DERPER, startDerper } from './lib/derper.ts';
+import { startHse } from './lib/hse.ts';
+import { pool, sleep } from './lib/pool.ts';
+import { sampleGroup } from './lib/proc.ts';
+import { fmtMiB, fmtMs, fmtNum, header, percentile, ratio, table } from './lib/report.ts';
+
+const args = parseArgs(process.argv.slice(2));
+const seconds = args.int('seconds', 5);
+const idleClients = args.int('idle', 1000);
+const only = args.str('only', '');
+const PAIRS = 10;
+const PACKET = 1400;
+const log = (s: string) => process.stderr.write(`[relay] ${s}\n`);
+
+interface Result {
+  pps: number;
+  mbps: number;
+  sentPps: number;
+  rttIdle: number[];
+  rttLoad: number[];
+  lostProbes: number;
+  idleKiBPer1000?: number;
+  idleConnected?: number;
+  stunPerSecond?: number;
+  clientCpu: number;
+}
+
+/** One echo round trip at a time from a to b and back; returns RTTs in ms, stops after `count` or when `stop()` is true. */
+async function rtts(a: DerpConn, b: DerpConn, count: number, stop: () => boolean = () => false): Promise<{ samples: number[]; lost: number }> {
+  b.onPacket = (src, data) => void b.send(src, data);
+  const samples: number[] = [];
+  let lost = 0;
+  const payload = Buffer.alloc(64);
+  for (let i = 0; i < count && !stop(); i++) {
+    payload.writeUInt32BE(i, 0);
+    const t0 = performance.now();
+    const got = await new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), 2000);
+      a.onPacket = (_src, data) => {
+        if (data.length === 64 && data.readUInt32BE(0) === i) {
+          clearTimeout(timer);
+          resolve(true);
+        }
+      };
+      a.send(b.publicKey, payload);
+    });
+    if (got) samples.push(performance.now() - t0);
+    else lost++;
+  }
+  a.onPacket = null;
+  b.onPacket = null;
+  return { samples, lost };
+}
+
+async function throughput(target: DerpTarget): Promise<Omit<Result, 'idleKiBPer1000' | 'stunPerSecond'>> {
+  const conns = await pool(Array.from({ length: PAIRS * 2 + 2 }), 8, () => DerpConn.connect(target));
+  const [probeA, probeB] = conns.splice(0, 2);
+  const idle = await rtts(probeA, probeB, 300);
+  const packet = crypto.randomBytes(PACKET);
+  let running = true;
+  let sentTotal = 0;
+  const senders = conns.slice(0, PAIRS);
+  const receivers = conns.slice(PAIRS);
+  // Closed loop, as a tunnel's own congestion control would make it: each sender keeps at most WINDOW packets in
+  // flight to its receiver. Flooding instead would measure the client: its send loop would starve its own receivers.
+  // A packet the relay dropped never arrives; when a receiver has made no progress for 50 ms, what is still counted
+  // as in flight is written off as lost.
+  const WINDOW = 256;
+  const BURST = 16;
+  senders.forEach((s, i) => {
+    const r = receivers[i];
+    const burst = sendBurst(r.publicKey, packet, BURST);
+    let sent = 0;
+    let lost = 0;
+    let blocked = false;
+    const pump = () => {
+      while (running && !blocked && sent - r.packets - lost + BURST <= WINDOW) {
+        sent += BURST;
+        sentTotal += BURST;
+        if (!s.socket.write(burst)) {
+          blocked = true;
+          s.socket.once('drain', () => {
+            blocked = false;
+            pump();
+          });
+        }
+      }
+    };
+    r.onProgress = pump;
+    let seen = -1;
+    const watchdog = setInterval(() => {
+      if (!running) return clearInterval(watchdog);
+      if (r.packets === seen) lost = sent - r.packets;
+      seen = r.packets;
+      pump();
+    }, 50);
+    pump();
+  });
+  await sleep(1000);
+  const p0 = receivers.reduce((n, r) => n + r.packets, 0);
+  const s0 = sentTotal;
+  const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
+  const loaded = rtts(probeA, probeB, 1e9, () => performance.now() - t0 > seconds * 1000);
+  await sleep(seconds * 1000);
+  const elapsed = (performance.now() - t0) / 1000;
+  const delivered = receivers.reduce((n, r) => n + r.packets, 0) - p0;
+  const sent = sentTotal - s0;
+  const cpu = process.cpuUsage(cpu0);
+  running = false;
+  const load = await loaded;
+  for (const c of [...conns, probeA, probeB]) c.close();
+  await sleep(1000);
+  return {
+    pps: delivered / elapsed,
+    mbps: (delivered * PACKET * 8) / elapsed / 1e6,
+    sentPps: sent / elapsed,
+    rttIdle: idle.samples,
+    rttLoad: load.samples,
+    lostProbes: load.lost,
+    clientCpu: (cpu.user + cpu.system) / 1e6 / elapsed,
+  };
+}
+
+async function idleMemory(target: DerpTarget, pids: Record<string, number>): Promise<{ perThousandKiB: number; connected: number }> {
+  await sleep(1000);
+  const before = sampleGroup(pids).rssKiB;
+  const conns = await pool(Array.from({ length: idleClients }), 50, () => DerpConn.connect(target));
+  await sleep(3000);
+  const after = sampleGroup(pids).rssKiB;
+  for (const c of conns) c.close();
+  await sleep(1000);
+  return { perThousandKiB: ((after - before) / conns.length) * 1000, connected: conns.length };
+}
+
+async function stunRate(port: number): Promise<number> {
+  const WINDOW = 32;
+  let answers = 0;
+  let counting = false;
+  const sockets = await Promise.all(
+    [0, 1].map(
+      () =>
+        new Promise<dgram.Socket>((resolve) => {
+          const s = dgram.createSocket('udp4');
+          s.bind(0, '127.0.0.1', () => resolve(s));
+        }),
+    ),
+  );
+  let running = true;
+  const ask = (s: dgram.Socket) => s.send(bindingRequest(crypto.randomBytes(12)), port, '127.0.0.1');
+  const state = sockets.map((s) => {
+    const st = { answered: 0, lastSeen: 0 };
+    s.on('message', (m: Buffer) => {
+      if (!isBindingSuccess(m)) return;
+      st.answered++;
+      if (counting) answers++;
+      if (running) ask(s);
+    });
+    for (let i = 0; i < WINDOW; i++) ask(s);
+    return st;
+  });
+  // A lost datagram shrinks the window for good; refill it when a socket heard nothing for 100 ms.
+  const refill = setInterval(() => {
+    sockets.forEach((s, i) => {
+      if (state[i].answered === state[i].lastSeen) for (let k = 0; k < WINDOW; k++) ask(s);
+      state[i].lastSeen = state[i].answered;
+    });
+  }, 100);
+  await sleep(1000);
+  counting = true;
+  const t0 = performance.now();
+  await sleep(seconds * 1000);
+  counting = false;
+  const rate = answers / ((performance.now() - t0) / 1000);
+  running = false;
+  clearInterval(refill);
+  for (const s of sockets) s.close();
+  return rate;
+}
+
+async function measureHse(): Promise<{ router: Result; direct: Result }> {
+  const hse = await startHse({ processes: ['relay', 'router'], env: { HSE_DERP_VERIFY_CLIENTS: 'off' } });
+  try {
+    const pids = hse.pids();
+    log('hse: packets through the router');
+    const viaRouter = await throughput({ host: '127.0.0.1', port: hse.port });
+    log('hse: packets on the relay socket');
+    const direct = await throughput({ socketPath: hse.socket('relay') });
+    log(`hse: ${idleClients} idle clients`);
+    const mem = await idleMemory({ host: '127.0.0.1', port: hse.port }, pids);
+    log('hse: STUN');
+    const stun = await stunRate(hse.stunPort);
+    return { router: { ...viaRouter, idleKiBPer1000: mem.perThousandKiB, idleConnected: mem.connected, stunPerSecond: stun }, direct };
+  } catch (e) {
+    log(hse.logs().slice(-3000));
+    throw e;
+  } finally {
+    await hse.stop();
+  }
+}
+
+async function measureDerper(): Promise<Result> {
+  const d = await startDerper();
+  try {
+    const target = { host: '127.0.0.1', port: d.port };
+    log('derper: packets');
+    const t = await throughput(target);
+    log(`derper: ${idleClients} idle clients`);
+    const mem = await idleMemory(target, d.pids());
+    log('derper: STUN');
+    const stun = await stunRate(d.stunPort);
+    return { ...t, idleKiBPer1000: mem.perThousandKiB, idleConnected: mem.connected, stunPerSecond: stun };
+  } catch (e) {
+    log(d.server.output().slice(-3000));
+    throw e;
+  } finally {
+    await d.stop();
+  }
+}
+
+process.stdout.write(header('Relay: hse vs derper', { derper: [DERPER, ['--version']] }));
+process.stdout.write(
+  `${PAIRS} client pairs, ${PACKET}-byte packets, ${seconds} s per measurement; idle clients: ${idleClients}; one client process for every connection, sharing the machine with the server\n\n`,
+);
+
+const hse = only === 'derper' ? null : await measureHse();
+const derper = only === 'hse' ? null : await measureDerper();
+
+type Row = [string, (r: Result) => number, (v: number) => string];
+const rowsDef: Row[] = [
+  ['packets/s delivered', (r) => r.pps, (v) => fmtNum(v)],
+  ['Mbit/s delivered (packet bytes)', (r) => r.mbps, (v) => fmtNum(v)],
+  ['packets/s sent (≤ 256 in flight per pair)', (r) => r.sentPps, (v) => fmtNum(v)],
+  ['RTT idle p50 (2 relay hops)', (r) => percentile(r.rttIdle, 50), fmtMs],
+  ['RTT idle p99', (r) => percentile(r.rttIdle, 99), fmtMs],
+  ['RTT under load p50', (r) => percentile(r.rttLoad, 50), fmtMs],
+  ['RTT under load p99', (r) => percentile(r.rttLoad, 99), fmtMs],
+  ['probes lost under load', (r) => r.lostProbes, (v) => fmtNum(v)],
+  ['memory per 1,000 idle clients', (r) => r.idleKiBPer1000 ?? NaN, fmtMiB],
+  ['STUN answers/s', (r) => r.stunPerSecond ?? NaN, (v) => fmtNum(v)],
+  ['load client CPU (cores busy)', (r) => r.clientCpu, (v) => fmtNum(v, 2)],
+];
+const rows = rowsDef.map(([label, get, fmt]) => {
+  const a = hse ? get(hse.router) : NaN;
+  const d = hse ? get(hse.direct) : NaN;
+  const b = derper ? get(derper) : NaN;
+  return [label, fmt(a), fmt(d), fmt(b), ratio(a, b)];
+});
+process.stdout.write(`${table(['metric', 'hse via router', 'hse relay socket', 'derper', 'hse (router)/derper'], rows)}\n\n`);
+process.stdout.write(
+  'memory: RSS growth of the server processes (hse: relay + router, which holds both ends of each tunnel; derper: its one process) divided by the clients that connected.\n' +
+    'hse relay socket: the same relay reached on its Unix socket, no router in between (not how users reach it); memory and STUN are not measured there.\n' +
+    'STUN is UDP straight to each relay (the router is HTTP only).\n',
+);
