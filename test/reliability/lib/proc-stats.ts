@@ -1,0 +1,67 @@
+// Memory and file descriptors of a running process, read from /proc (Linux), and a sampler that keeps the peak while
+// an attack runs: the "memory stays bounded" figures come from here.
+import fs from 'node:fs';
+
+export interface ProcSample {
+  /** Resident set size, MiB. */
+  rssMiB: number;
+  /** Open file descriptors (sockets included). */
+  fds: number;
+}
+
+/** RSS and fd count of `pid`, or null when it is gone. */
+export function sample(pid: number): ProcSample | null {
+  try {
+    const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kib = Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? NaN);
+    return { rssMiB: Math.round((kib / 1024) * 10) / 10, fds: fs.readdirSync(`/proc/${pid}/fd`).length };
+  } catch {
+    return null;
+  }
+}
+
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Samples `pid` every `everyMs` until stop(); reports before, peak and last values. */
+export class Sampler {
+  readonly pid: number;
+  readonly before: ProcSample;
+  peak: ProcSample;
+  last: ProcSample;
+  /** False once the process was seen gone. */
+  stayedUp = true;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(pid: number, everyMs = 100) {
+    this.pid = pid;
+    const s = sample(pid);
+    if (!s) throw new Error(`process ${pid} is not running`);
+    this.before = s;
+    this.peak = { ...s };
+    this.last = s;
+    this.timer = setInterval(() => this.tick(), everyMs);
+  }
+
+  private tick(): void {
+    const s = sample(this.pid);
+    if (!s) {
+      this.stayedUp = false;
+      return;
+    }
+    this.last = s;
+    this.peak = { rssMiB: Math.max(this.peak.rssMiB, s.rssMiB), fds: Math.max(this.peak.fds, s.fds) };
+  }
+
+  stop(): { before: ProcSample; peak: ProcSample; last: ProcSample; stayedUp: boolean } {
+    clearInterval(this.timer);
+    this.tick();
+    return { before: this.before, peak: this.peak, last: this.last, stayedUp: this.stayedUp && alive(this.pid) };
+  }
+}
