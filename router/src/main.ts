@@ -1,7 +1,8 @@
-// The router process: the only public listener. Reads the configuration (exit 2 on a refused one), listens on
-// HSE_LISTEN_ADDRESS:HSE_HTTP_PORT and forwards to the services' Unix sockets; drains on SIGTERM/SIGINT and exits 0.
-// TLS mode slots in here: an https.createServer({ ...routerServerOptions(cfg), ...tls }) attached to the same
-// router and bound with listenOrExit, drained together with the plain one.
+// The router process: the only public listener. Reads the configuration (exit 2 on a refused one) and forwards to
+// the services' Unix sockets; drains on SIGTERM/SIGINT and exits 0. It listens on
+//   - HSE_LISTEN_ADDRESS:HSE_HTTP_PORT (plain HTTP) in proxy mode and for a local http:// try-out;
+//   - HSE_HTTPS_PORT and HSE_TLS_HTTP_PORT in TLS mode (https:// public URL, HSE_TLS on), where it terminates
+//     HTTPS itself with ACME or the operator's certificate files (tls/tls-mode.ts).
 import http from 'node:http';
 import { loadConfig, type Config } from '../../shared/config.ts';
 import { Logger } from '../../shared/log.ts';
@@ -9,6 +10,7 @@ import { ensureDirs } from '../../shared/paths.ts';
 import { listenOrExit } from './listen.ts';
 import { createRouter } from './router.ts';
 import { routerServerOptions } from './server-options.ts';
+import { startTlsMode, type TlsMode } from './tls/tls-mode.ts';
 
 /** In-flight requests get this long after SIGTERM; pm2's kill_timeout (ecosystem.config.cjs) is longer. */
 const DRAIN_DEADLINE_MS = 10_000;
@@ -36,8 +38,7 @@ process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
 process.on('uncaughtException', (e: Error) => log.error('unexpected error, connection dropped', { error: e.stack ?? e.message }));
 
 const router = createRouter(cfg, log);
-const server = http.createServer(routerServerOptions(cfg));
-router.attach(server);
+let tlsMode: TlsMode | null = null;
 
 let stopping = false;
 async function stop(signal: string): Promise<void> {
@@ -47,19 +48,23 @@ async function stop(signal: string): Promise<void> {
   }
   stopping = true;
   log.info('draining', { signal, inFlightDeadlineMs: DRAIN_DEADLINE_MS, tunnels: router.tunnels.size });
-  const clean = await router.drain(DRAIN_DEADLINE_MS);
+  const clean = await (tlsMode !== null ? tlsMode.drain(DRAIN_DEADLINE_MS) : router.drain(DRAIN_DEADLINE_MS));
   log.info('stopped', { clean });
   process.exit(0);
 }
 process.on('SIGTERM', () => void stop('SIGTERM'));
 process.on('SIGINT', () => void stop('SIGINT'));
 
-await listenOrExit(server, { port: cfg.httpPort, address: cfg.listenAddress, scheme: 'http' }, log, {
+const fields = {
   mode: modeName(cfg),
   publicUrl: cfg.publicOrigin,
   trustedProxies: cfg.trustedProxies.empty ? 'none' : cfg.trustedProxies.ranges.map((r) => r.source).join(','),
   runDir: cfg.runDir,
-});
+};
 if (cfg.tlsMode) {
-  log.warn('HSE_TLS is on with an https public URL, but this router serves plain HTTP only; set HSE_TLS=off behind a TLS-terminating proxy');
+  tlsMode = await startTlsMode(cfg, log, router, fields);
+} else {
+  const server = http.createServer(routerServerOptions(cfg));
+  router.attach(server);
+  await listenOrExit(server, { port: cfg.httpPort, address: cfg.listenAddress, scheme: 'http' }, log, fields);
 }
