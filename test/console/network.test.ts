@@ -9,6 +9,7 @@ import test from 'ava';
 import { AdminClient } from '../../shared/admin-client.ts';
 import { parseConfig } from '../../shared/config.ts';
 import { adminSocket } from '../../shared/paths.ts';
+import { K } from '../../shared/redis-keys.ts';
 import { ControlClient, serverKey, type MapStream } from '../coordination/control-client.ts';
 import { startImage, type Image } from '../harness/image.ts';
 import { Client, PASSWORD } from './console-client.ts';
@@ -507,4 +508,25 @@ test.serial('an auditor sees every page and changes nothing: each change is 403 
 
   // The one change an auditor makes: their own password.
   t.is((await auditor.post('/console/account/password', { current: 'audrey reads only', password: 'audrey still reads only', confirm: 'audrey still reads only' })).status, 303);
+});
+
+// Last: it stops the coordination service.
+test.serial('with the coordination service down, pages say so (503) and the live view reports it instead of failing', async (t) => {
+  const events = await admin.streamAt('/console/machines/stream');
+  t.teardown(() => events.close());
+  await events.waitFor((e) => e.event === 'html', 'the first rendering');
+  await image.procs.coordination!.stop();
+  const r = await admin.request('/console/machines');
+  t.is(r.status, 503);
+  t.is(r.headers['retry-after'], '5');
+  t.regex(text(r.body), /Coordination service unavailable/);
+  t.regex(text(r.body), /The coordination service is not running\. Machines, users and keys are managed by the coordination service/);
+  t.notRegex(r.body, /at .*\.ts:\d+/, 'no stack trace');
+  t.is((await admin.post('/console/users', { name: 'later' })).status, 503);
+  // Console accounts live in the console itself and keep working.
+  t.is((await admin.request('/console/accounts')).status, 200);
+  // A change announced now (Redis still runs) makes the live view try, fail, and say why.
+  await image.redis!.client().publish(K.changes, JSON.stringify({ kind: 'user.change', userId: 1 }));
+  const e = await events.waitFor((x) => x.event === 'unavailable', 'an unavailable event');
+  t.regex(JSON.parse(e.data).message, /coordination service is not running/);
 });

@@ -27,7 +27,7 @@ function accountRow(a: Account, v: AccountsView): Html {
   const admin = v.viewer.role === 'admin';
   const path = `/console/accounts/${encodeURIComponent(a.username)}`;
   return html`<tr data-name="${a.username}" data-disabled="${a.disabled ? 'true' : 'false'}">
-  <td data-label="Account" class="user-cell"><span class="avatar small" aria-hidden="true">${a.username.slice(0, 1).toUpperCase()}</span><span><strong>${a.username}</strong>${self ? html` <span class="badge plain">you</span>` : ''}</span></td>
+  <td data-label="Account" class="user-cell"><div class="who-cell"><span class="avatar small" aria-hidden="true">${a.username.slice(0, 1).toUpperCase()}</span><span><strong>${a.username}</strong>${self ? html` <span class="badge plain">you</span>` : ''}</span></div></td>
   <td data-label="Role">${roleBadge(a.role)}</td>
   <td data-label="State">${a.disabled ? html`<span class="badge bad">disabled</span>` : html`<span class="badge good">active</span>`}</td>
   <td data-label="Created" class="time"><span>${utc(a.createdAt)}</span><span class="sub">by ${a.createdBy}</span></td>
@@ -66,7 +66,7 @@ function createForm(v: AccountsView): Html {
   <div class="form-row">
     <label>User name<input name="username" required maxlength="64" autocomplete="off" autocapitalize="none" spellcheck="false" placeholder="auditor" value="${v.draft?.username ?? ''}"></label>
     <label>Role<select name="role"><option value="auditor"${role === 'auditor' ? html` selected` : ''}>Auditor — sees everything, changes nothing</option><option value="admin"${role === 'admin' ? html` selected` : ''}>Administrator — full control</option></select></label>
-    <label>Password <span class="optional">optional</span><input name="password" type="password" autocomplete="new-password" maxlength="1024" placeholder="leave empty to generate one"></label>
+    <label><span class="label-text">Password <span class="optional">optional</span></span><input name="password" type="password" autocomplete="new-password" maxlength="1024" placeholder="leave empty to generate one"></label>
     <button type="submit" class="button primary">Create account</button>
   </div>
   <p class="hint">User names: letters, digits and . _ @ -. A password you type needs 12 characters or more; an empty field generates a strong one, shown once.</p>

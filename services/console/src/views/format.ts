@@ -19,9 +19,9 @@ function span(ms: number): string {
   const m = Math.round(s / 60);
   if (m < 60) return `${m} min`;
   const h = Math.round(m / 60);
-  if (h < 48) return `${h} h`;
+  if (h < 24) return `${h} h`;
   const d = Math.round(h / 24);
-  if (d < 60) return `${d} days`;
+  if (d < 60) return d === 1 ? '1 day' : `${d} days`;
   const mo = Math.round(d / 30);
   if (mo < 24) return `${mo} months`;
   return `${Math.round(d / 365)} years`;

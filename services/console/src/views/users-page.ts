@@ -20,7 +20,7 @@ export interface UsersView {
 function userRow(u: UserView, v: UsersView): Html {
   const admin = v.viewer.role === 'admin';
   return html`<tr data-id="${u.id}" data-name="${u.name}">
-  <td data-label="User" class="user-cell"><span class="avatar small" aria-hidden="true">${u.name.slice(0, 1).toUpperCase()}</span><span><strong class="user-name">${u.name}</strong>${u.displayName && u.displayName !== u.name ? html`<span class="sub">${u.displayName}</span>` : ''}</span></td>
+  <td data-label="User" class="user-cell"><div class="who-cell"><span class="avatar small" aria-hidden="true">${u.name.slice(0, 1).toUpperCase()}</span><span><strong class="user-name">${u.name}</strong>${u.displayName && u.displayName !== u.name ? html`<span class="sub">${u.displayName}</span>` : ''}</span></div></td>
   <td data-label="Machines" class="count-cell">${u.machines ? html`<a href="/console/machines?owner=${encodeURIComponent(u.name)}">${u.machines} machine${u.machines === 1 ? '' : 's'}</a>` : html`<span class="muted">none</span>`}</td>
   <td data-label="Created" class="time">${utc(u.created)}</td>
   ${
@@ -55,7 +55,7 @@ function createForm(v: UsersView): Html {
   <h2>New user</h2>
   <div class="form-row">
     <label>Name<input name="name" required maxlength="63" autocomplete="off" autocapitalize="none" spellcheck="false" placeholder="alice" value="${v.draft?.name ?? ''}"></label>
-    <label>Display name <span class="optional">optional</span><input name="displayName" maxlength="100" autocomplete="off" placeholder="Alice Example" value="${v.draft?.displayName ?? ''}"></label>
+    <label><span class="label-text">Display name <span class="optional">optional</span></span><input name="displayName" maxlength="100" autocomplete="off" placeholder="Alice Example" value="${v.draft?.displayName ?? ''}"></label>
     <button type="submit" class="button primary">Create user</button>
   </div>
   <p class="hint">Lowercase letters, digits and . _ @ - (an e-mail address works). Machines and keys belong to a user.</p>
