@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { freePort } from '../../test/harness/process.ts';
+import { freePorts } from './ports.ts';
 import { runCommand, startServer, type Server } from './spawn.ts';
 
 export const HEADSCALE = process.env.HEADSCALE_BIN ?? path.join(process.env.GOBIN ?? path.join(process.env.HOME ?? '/root', 'go/bin'), 'headscale');
@@ -94,11 +94,11 @@ function derpYaml(d: DerpNodeSpec): string {
 export async function startHeadscale(opts: { derp?: DerpNodeSpec; logLevel?: string } = {}): Promise<Headscale> {
   if (!fs.existsSync(HEADSCALE)) throw new Error(`no headscale binary at ${HEADSCALE}; run bench/install-peers.sh`);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-bench-'));
-  const port = await freePort();
+  const [port, metricsPort, grpcPort] = await freePorts(3);
   const derpFile = path.join(dir, 'derp.yaml');
   fs.writeFileSync(derpFile, derpYaml(opts.derp ?? { host: '127.0.0.1', derpPort: 3340, stunPort: -1 }));
   const cfgFile = path.join(dir, 'config.yaml');
-  fs.writeFileSync(cfgFile, configYaml({ dir, port, metricsPort: await freePort(), grpcPort: await freePort(), derpFile, logLevel: opts.logLevel ?? 'info' }));
+  fs.writeFileSync(cfgFile, configYaml({ dir, port, metricsPort, grpcPort, derpFile, logLevel: opts.logLevel ?? 'info' }));
   const env = { PATH: process.env.PATH, HOME: dir, HEADSCALE_CONFIG: cfgFile };
   const server = startServer('headscale', HEADSCALE, ['serve'], { env, cwd: dir });
   try {

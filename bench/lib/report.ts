@@ -1,6 +1,6 @@
 // What every benchmark prints: the machine, the versions of everything compared, and a plain-text table; plus the
 // statistics the tables use. Percentiles are nearest-rank on the sorted samples.
-import { execFileSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 
@@ -13,14 +13,11 @@ export function percentile(values: number[], p: number): number {
 
 export const median = (values: number[]): number => percentile(values, 50);
 
+/** First non-empty line a command prints on stdout or stderr (nginx -v and wrk --version use stderr). */
 function firstLine(cmd: string, args: string[]): string {
-  try {
-    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 10_000 }).split('\n')[0].trim();
-  } catch (e) {
-    const err = e as { stderr?: string; code?: string };
-    if (err.code === 'ENOENT') return 'not installed';
-    return (err.stderr ?? '').split('\n')[0].trim() || 'unknown';
-  }
+  const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: 10_000 });
+  if ((r.error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT') return 'not installed';
+  return `${r.stdout ?? ''}\n${r.stderr ?? ''}`.split('\n').map((l) => l.trim()).find((l) => l !== '') ?? 'unknown';
 }
 
 /** Version strings of tools a benchmark uses, by name. */
