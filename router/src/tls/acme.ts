@@ -33,10 +33,10 @@ export interface AcmeManager {
 
 /** A hint for the CA messages operators meet most, after the CA's own words. */
 function hintFor(reason: string): string | undefined {
+  if (/NXDOMAIN|no valid A|DNS problem|SERVFAIL|no such host|could not resolve/i.test(reason)) return 'the CA could not resolve the name: check its DNS records';
   if (/connection refused|timeout|timed out|fetching http|connect/i.test(reason)) {
     return 'the CA could not fetch http://<name>/.well-known/acme-challenge/… : port 80 must reach this router from the internet';
   }
-  if (/NXDOMAIN|no valid A|DNS problem|SERVFAIL|no such host/i.test(reason)) return 'the CA could not resolve the name: check its DNS records';
   if (/rateLimited|rate limit|too many/i.test(reason)) return "the CA's rate limit: the order is retried later, nothing to do";
   if (/certificate|self.signed|unable to verify/i.test(reason)) return "the ACME directory's own TLS certificate is not trusted (private CA? set NODE_EXTRA_CA_CERTS)";
   return undefined;
