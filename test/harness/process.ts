@@ -28,7 +28,17 @@ export function runProcess(script: string, env: Record<string, string | undefine
   let out = '';
   proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   proc.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  const exit = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  // After 'exit', wait for 'close' (the output pipes drained) so output() is complete — but not forever: a child the
+  // process left behind (an orphaned redis-server) can hold the pipes open.
+  const exit = new Promise<number | null>((resolve) =>
+    proc.once('exit', (code) => {
+      const t = setTimeout(() => resolve(code), 1000);
+      proc.once('close', () => {
+        clearTimeout(t);
+        resolve(code);
+      });
+    }),
+  );
   return {
     proc,
     output: () => out,
