@@ -3,6 +3,7 @@
 import http from 'node:http';
 import http2 from 'node:http2';
 import https from 'node:https';
+import net from 'node:net';
 import tls from 'node:tls';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startImage, type Image } from '../harness/image.ts';
@@ -42,10 +43,15 @@ export interface Handshake {
   alpn?: string | false;
 }
 
+/** SNI carries names only (RFC 6066, 3): an IP-literal public URL sends none, as real clients do. */
+function sni(name: string): string | undefined {
+  return net.isIP(name) === 0 ? name : undefined;
+}
+
 /** One TLS handshake to 127.0.0.1:port, then closed. */
 export function handshake(port: number, servername: string, ca: string, alpn?: string[]): Promise<Handshake> {
   return new Promise((resolve) => {
-    const s = tls.connect({ host: '127.0.0.1', port, servername, ca, rejectUnauthorized: false, ALPNProtocols: alpn });
+    const s = tls.connect({ host: '127.0.0.1', port, servername: sni(servername), ca, rejectUnauthorized: false, ALPNProtocols: alpn });
     s.once('secureConnect', () => {
       const cert = s.getPeerCertificate();
       resolve({ ok: true, authorized: s.authorized, fingerprint: cert.fingerprint256, serial: cert.serialNumber, names: cert.subjectaltname, alpn: s.alpnProtocol });
@@ -95,7 +101,7 @@ export function plainRequest(port: number, path: string, opts: { method?: string
 export function httpsRequest(port: number, servername: string, ca: string, path: string, opts: { method?: string; headers?: http.OutgoingHttpHeaders; body?: string; agent?: https.Agent } = {}): Promise<Reply & { socketReused: boolean; fingerprint: string }> {
   return new Promise((resolve, reject) => {
     const req = https.request(
-      { host: '127.0.0.1', port, path, servername, ca, method: opts.method ?? 'GET', headers: { host: servername, ...opts.headers }, agent: opts.agent ?? false, ALPNProtocols: ['http/1.1'] },
+      { host: '127.0.0.1', port, path, servername: sni(servername), ca, method: opts.method ?? 'GET', headers: { host: servername, ...opts.headers }, agent: opts.agent ?? false, ALPNProtocols: ['http/1.1'] },
       (res) => {
         // Read now: a keep-alive socket goes back to the agent's pool (and off the response) at the end.
         const fingerprint = (res.socket as tls.TLSSocket).getPeerCertificate().fingerprint256;
@@ -112,7 +118,9 @@ export function httpsRequest(port: number, servername: string, ca: string, path:
 
 /** An HTTP/2 request (ALPN h2) to 127.0.0.1:port for `servername`. */
 export async function h2Request(port: number, servername: string, ca: string, path: string, opts: { method?: string; headers?: http2.OutgoingHttpHeaders; body?: string } = {}): Promise<Reply & { alpn: string | false | undefined }> {
-  const session = http2.connect(`https://${servername}:${port}`, { ca, servername, createConnection: () => tls.connect({ host: '127.0.0.1', port, servername, ca, ALPNProtocols: ['h2'] }) });
+  const session = http2.connect(`https://${servername}:${port}`, {
+    createConnection: () => tls.connect({ host: '127.0.0.1', port, servername: sni(servername), ca, ALPNProtocols: ['h2'] }),
+  });
   try {
     return await new Promise((resolve, reject) => {
       session.once('error', reject);
