@@ -1,6 +1,6 @@
-// Minimal, strict RFC 6455 framing for the one websocket we serve: browser-style Tailscale clients that carry the
-// Noise byte stream in binary messages. No extensions (we never negotiate any, so RSV bits must be zero), client
-// frames must be masked, control frames must be short and unfragmented.
+// Minimal, strict RFC 6455 framing for the websockets we serve: browser-style Tailscale clients carry a byte stream
+// (Noise for /ts2021, DERP for /derp) in binary messages. No extensions (we never negotiate any, so RSV bits must be
+// zero), client frames must be masked, control frames must be short and unfragmented.
 
 export const OP_CONTINUATION = 0x0;
 export const OP_TEXT = 0x1;
@@ -14,7 +14,7 @@ export const CLOSE_PROTOCOL_ERROR = 1002;
 export const CLOSE_UNSUPPORTED_DATA = 1003;
 export const CLOSE_TOO_BIG = 1009;
 
-/** Noise frames are at most 4 KiB and a client sends one per message; anything far beyond that is not a client. */
+/** Noise frames are at most 4 KiB and DERP frames 64 KiB; anything far beyond that is not a client. */
 export const MAX_WS_PAYLOAD = 1 << 20;
 
 /**
@@ -107,12 +107,12 @@ export class WsFrameReader {
   }
 }
 
-/** One whole frame (FIN set). Server frames go unmasked; pass `mask` only to write client frames (tests). */
-export function writeWsFrame(opcode: number, payload: Uint8Array, mask?: Buffer): Buffer {
+/** One frame (FIN set unless `fin` is false). Server frames go unmasked; pass `mask` only to write client frames. */
+export function writeWsFrame(opcode: number, payload: Uint8Array, mask?: Buffer, fin = true): Buffer {
   const len = payload.length;
   const extLen = len < 126 ? 0 : len < 0x10000 ? 2 : 8;
   const head = Buffer.alloc(2 + extLen + (mask ? 4 : 0));
-  head[0] = 0x80 | opcode;
+  head[0] = (fin ? 0x80 : 0) | opcode;
   head[1] = (mask ? 0x80 : 0) | (extLen === 0 ? len : extLen === 2 ? 126 : 127);
   if (extLen === 2) head.writeUInt16BE(len, 2);
   if (extLen === 8) head.writeBigUInt64BE(BigInt(len), 2);

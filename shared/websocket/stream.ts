@@ -1,4 +1,4 @@
-// A websocket carrying a byte stream, as a Duplex: payloads of binary messages in, writes out as binary messages of
+// A websocket carrying a byte stream (Noise on /ts2021, DERP on /derp), as a Duplex: payloads of binary messages in, writes out as binary messages of
 // at most 4096 bytes (see MAX_WS_MESSAGE_OUT). Message boundaries carry no meaning (the client's wsconn treats the
 // socket the same way), so fragmented messages are fine. Pings are answered; a close is echoed and ends the stream; text frames and protocol errors
 // close the websocket with the matching status code.
@@ -20,7 +20,7 @@ import {
   WsProtocolError,
   writeWsFrame,
   type WsFrame,
-} from './ws-frames.ts';
+} from './frames.ts';
 
 export class WebSocketStream extends Duplex {
   private readonly socket: Duplex;
@@ -83,7 +83,7 @@ export class WebSocketStream extends Duplex {
         }
         return;
       case OP_TEXT:
-        return this.closeWith(CLOSE_UNSUPPORTED_DATA, 'the control protocol uses binary messages only');
+        return this.closeWith(CLOSE_UNSUPPORTED_DATA, 'this endpoint carries binary messages only, not text');
       case OP_PING:
         this.socket.write(this.frame(OP_PONG, f.payload));
         return;

@@ -14,7 +14,7 @@ import { parseEarlyPayload } from '../../services/coordination/src/noise/early-p
 import { prologue } from '../../services/coordination/src/noise/handshake.ts';
 import { MSG_ERROR, MSG_RESPONSE, parseResponse, RESPONSE_LEN, writeInitiation } from '../../services/coordination/src/noise/messages.ts';
 import { SymmetricState } from '../../services/coordination/src/noise/symmetric.ts';
-import { WebSocketStream } from '../../services/coordination/src/noise/ws-stream.ts';
+import { WebSocketStream } from '../../shared/websocket/stream.ts';
 import { handleControlUpgrade, type ControlConnInfo } from '../../services/coordination/src/noise/upgrade.ts';
 import { generatePair, rawPrivateKey, type X25519Pair } from '../../services/coordination/src/noise/x25519.ts';
 

@@ -10,7 +10,7 @@ import { FrameError, FrameReader } from '../../services/coordination/src/noise/f
 import { respondToInitiation } from '../../services/coordination/src/noise/handshake.ts';
 import { HandshakeError } from '../../services/coordination/src/noise/messages.ts';
 import { readUpgradeRequest, UpgradeRefused } from '../../services/coordination/src/noise/upgrade-request.ts';
-import { WsFrameReader, WsProtocolError } from '../../services/coordination/src/noise/ws-frames.ts';
+import { WsFrameReader, WsProtocolError } from '../../shared/websocket/frames.ts';
 import { generatePair } from '../../services/coordination/src/noise/x25519.ts';
 import { closed, dialControl, initiate, readBytes, startControlServer } from './noise-client.ts';
 

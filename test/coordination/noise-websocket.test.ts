@@ -2,8 +2,8 @@
 // no unnegotiated RSV bits, short unfragmented control frames), fragmentation, pings and the close handshake.
 import test from 'ava';
 import net from 'node:net';
-import { WebSocketStream } from '../../services/coordination/src/noise/ws-stream.ts';
-import { closePayload, OP_BINARY, OP_CLOSE, OP_CONTINUATION, OP_PING, OP_PONG, OP_TEXT, WsFrameReader, WsProtocolError, writeWsFrame, type WsFrame } from '../../services/coordination/src/noise/ws-frames.ts';
+import { WebSocketStream } from '../../shared/websocket/stream.ts';
+import { closePayload, OP_BINARY, OP_CLOSE, OP_CONTINUATION, OP_PING, OP_PONG, OP_TEXT, WsFrameReader, WsProtocolError, writeWsFrame, type WsFrame } from '../../shared/websocket/frames.ts';
 import { closed, readBytes } from './noise-client.ts';
 
 const MASK = Buffer.from('a1b2c3d4', 'hex');

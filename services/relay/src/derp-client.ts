@@ -243,7 +243,7 @@ async function upgrade(o: DerpClientOptions): Promise<{ stream: Duplex; headers:
           socket.destroy();
           return reject(new Error('relay sent a wrong Sec-WebSocket-Accept'));
         }
-        return resolve({ stream: new WebSocketStream(socket, 'client', head), headers: res.headers });
+        return resolve({ stream: new WebSocketStream(socket, head, 'client'), headers: res.headers });
       }
       if (head.length > 0) socket.unshift(head);
       resolve({ stream: socket, headers: res.headers });

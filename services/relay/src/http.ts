@@ -87,7 +87,7 @@ function derpUpgrade(req: http.IncomingMessage, socket: Socket, head: Buffer, de
     socket.write(
       `HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${token}\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${check.accept}\r\nSec-WebSocket-Protocol: ${DERP_SUBPROTOCOL}\r\n\r\n`,
     );
-    derp.accept(new WebSocketStream(socket, 'server', head), { clientIp, transport: 'websocket' });
+    derp.accept(new WebSocketStream(socket, head, 'server'), { clientIp, transport: 'websocket' });
     return;
   }
   // "websocket" without the derp subprotocol is how very old clients asked for plain DERP; the reference accepts it.

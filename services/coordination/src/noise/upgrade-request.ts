@@ -4,14 +4,13 @@
 //   native:    POST (or GET) /ts2021, Upgrade: tailscale-control-protocol, X-Tailscale-Handshake: <base64 std>
 //   websocket: GET /ts2021?X-Tailscale-Handshake=<base64 std, URL-encoded>, Upgrade: websocket,
 //              Sec-WebSocket-Protocol: tailscale-control-protocol, Sec-WebSocket-Version: 13, Sec-WebSocket-Key
-import crypto from 'node:crypto';
+import { acceptValue as websocketAccept } from '../../../../shared/websocket/handshake.ts';
 import type { IncomingMessage } from 'node:http';
 
 export const UPGRADE_TOKEN = 'tailscale-control-protocol';
 export const HANDSHAKE_HEADER = 'x-tailscale-handshake';
 /** Query parameter name of the websocket variant; Go form keys are case-sensitive, so exactly this. */
 export const HANDSHAKE_PARAM = 'X-Tailscale-Handshake';
-const WS_GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
 
 export type UpgradeRequest =
   | { kind: 'native'; initiation: Buffer; upgrade: string }
@@ -37,9 +36,7 @@ export function decodeStdBase64(text: string): Buffer | null {
   return b.toString('base64') === text ? b : null;
 }
 
-export function websocketAccept(key: string): string {
-  return crypto.createHash('sha1').update(key + WS_GUID).digest('base64');
-}
+export { websocketAccept };
 
 /** Throws UpgradeRefused with the status and a short text the client (or the operator reading curl output) sees. */
 export function readUpgradeRequest(req: IncomingMessage): UpgradeRequest {

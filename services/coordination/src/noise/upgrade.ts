@@ -22,7 +22,7 @@ import { respondToInitiation, type HandshakeResult } from './handshake.ts';
 import { takeOverRequestSocket } from './http-takeover.ts';
 import { HandshakeError, writeError } from './messages.ts';
 import { readUpgradeRequest, UPGRADE_TOKEN, UpgradeRefused, type UpgradeRequest } from './upgrade-request.ts';
-import { WebSocketStream } from './ws-stream.ts';
+import { WebSocketStream } from '../../../../shared/websocket/stream.ts';
 import { pairFromPrivate, privateKeyFromRaw, type X25519Pair } from './x25519.ts';
 
 export interface ControlConnInfo {
