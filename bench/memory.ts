@@ -1,0 +1,150 @@
+// Memory at rest: the whole image idle after start, run exactly as the container's entrypoint runs it
+// (pm2-runtime start ecosystem.config.cjs, the pinned Node, NODE_ENV=production, the embedded Redis), on loopback
+// with a fresh data dir; every process under the supervisor read from /proc after --settle seconds of idling.
+// Beside it, measured the same way here: headscale (SQLite) and Caddy reverse-proxying to it, two of the three
+// parts of the 72 MB anchor (Headscale + Caddy + a console in one container); no console for headscale is run.
+//
+//   node bench/memory.ts [--settle=20]
+//
+// RSS counts pages shared between processes (the Node binary's code, mapped by every Node process) once per
+// process; PSS splits them, so the PSS total is what the processes use together. Both are printed.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from './lib/args.ts';
+import { startHeadscale } from './lib/headscale.ts';
+import { sleep } from './lib/pool.ts';
+import { freePorts } from './lib/ports.ts';
+import { commOf, descendantsOf, memOf, type ProcMem } from './lib/proc.ts';
+import { fmtMiB, header, ratio, table } from './lib/report.ts';
+import { startServer } from './lib/spawn.ts';
+import { freeUdpPort, NODE, ROOT } from '../test/harness/process.ts';
+
+const ANCHOR_MIB = 72;
+const args = parseArgs(process.argv.slice(2));
+const settle = args.int('settle', 20);
+const log = (s: string) => process.stderr.write(`[memory] ${s}\n`);
+
+function nameOf(pid: number): string {
+  let cmd = '';
+  try {
+    cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
+  } catch {
+    return `pid ${pid}`;
+  }
+  const known: [RegExp, string][] = [
+    [/pm2-runtime/, 'pm2-runtime (supervisor)'],
+    [/router\/src\/main\.ts/, 'router'],
+    [/coordination\/src\/main\.ts/, 'coordination'],
+    [/console\/src\/main\.ts/, 'console'],
+    [/relay\/src\/main\.ts/, 'relay'],
+    [/redis\/src\/main\.ts/, 'redis launcher (Node)'],
+    [/redis-server/, 'redis-server'],
+  ];
+  return known.find(([re]) => re.test(cmd))?.[1] ?? `${commOf(pid)} (${pid})`;
+}
+
+async function status(url: string): Promise<number> {
+  try {
+    const r = await fetch(url, { redirect: 'manual', signal: AbortSignal.timeout(2000) });
+    await r.arrayBuffer();
+    return r.status;
+  } catch {
+    return 0;
+  }
+}
+
+async function measureImage(): Promise<{ rows: [string, ProcMem][]; version: string }> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'hse-mem-'));
+  const pm2Home = fs.mkdtempSync(path.join(os.tmpdir(), 'hse-mem-pm2-'));
+  const [port] = await freePorts(1);
+  const stunPort = await freeUdpPort();
+  const env = {
+    PATH: `${path.join(ROOT, 'node_modules/.bin')}:${process.env.PATH}`,
+    HOME: pm2Home,
+    PM2_HOME: pm2Home,
+    NODE_ENV: 'production',
+    HSE_DATA_DIR: dataDir,
+    HSE_TLS: 'off',
+    HSE_PUBLIC_URL: `http://127.0.0.1:${port}`,
+    HSE_HTTP_PORT: String(port),
+    HSE_LISTEN_ADDRESS: '127.0.0.1',
+    HSE_STUN_PORT: String(stunPort),
+    HSE_STUN_LISTEN: '127.0.0.1',
+    HSE_CONSOLE_PASSWORD: 'bench-password-not-secret',
+  };
+  const sup = startServer('pm2-runtime', NODE, [path.join(ROOT, 'node_modules/pm2/bin/pm2-runtime'), 'start', path.join(ROOT, 'ecosystem.config.cjs')], { env, cwd: ROOT });
+  try {
+    const base = `http://127.0.0.1:${port}`;
+    let up = false;
+    for (const deadline = Date.now() + 90_000; !up && Date.now() < deadline; ) {
+      const s = await Promise.all([status(`${base}/health`), status(`${base}/derp/probe`), status(`${base}/console/login`)]);
+      up = s.every((x) => x > 0 && x < 500);
+      if (!up) await sleep(500);
+    }
+    if (!up) throw new Error(`the image did not come up within 90 s:\n${sup.output().slice(-4000)}`);
+    log(`image up; idling ${settle} s`);
+    await sleep(settle * 1000);
+    const pids = [sup.pid, ...descendantsOf(sup.pid)];
+    const rows = pids.map((p) => [nameOf(p), memOf(p)] as [string, ProcMem]).filter(([, m]) => m.rssKiB > 0);
+    const version = JSON.parse(fs.readFileSync(path.join(ROOT, 'node_modules/pm2/package.json'), 'utf8')).version as string;
+    return { rows, version };
+  } finally {
+    await sup.stop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+    fs.rmSync(pm2Home, { recursive: true, force: true });
+  }
+}
+
+async function measureReference(): Promise<[string, ProcMem][]> {
+  const hs = await startHeadscale();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'caddy-mem-'));
+  const [caddyPort] = await freePorts(1);
+  fs.writeFileSync(
+    path.join(dir, 'Caddyfile'),
+    `{\n  admin off\n  auto_https off\n}\nhttp://127.0.0.1:${caddyPort} {\n  bind 127.0.0.1\n  reverse_proxy 127.0.0.1:${hs.port}\n}\n`,
+  );
+  const caddy = startServer('caddy', 'caddy', ['run', '--config', path.join(dir, 'Caddyfile'), '--adapter', 'caddyfile'], { env: { PATH: process.env.PATH, HOME: dir, XDG_DATA_HOME: dir, XDG_CONFIG_HOME: dir }, cwd: dir });
+  try {
+    await caddy.waitFor(/serving initial configuration|server running/, 30_000);
+    // One request through Caddy, so both have served something, as the image has (health checks).
+    await status(`http://127.0.0.1:${caddyPort}/key?v=142`);
+    log(`headscale + caddy up; idling ${settle} s`);
+    await sleep(settle * 1000);
+    return [
+      ['headscale', memOf(hs.server.pid)],
+      ['caddy', memOf(caddy.pid)],
+    ];
+  } finally {
+    await caddy.stop();
+    await hs.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const image = await measureImage();
+const reference = await measureReference();
+process.stdout.write(
+  header('Memory at rest: the whole image idle', {
+    headscale: [path.join(process.env.HOME ?? '/root', 'go/bin/headscale'), ['version']],
+    caddy: ['caddy', ['version']],
+    'redis-server': ['redis-server', ['--version']],
+  }),
+);
+process.stdout.write(`pm2 ${image.version}; idle ${settle} s after every service answered through the router\n\n`);
+
+const sum = (rs: [string, ProcMem][]) => rs.reduce((a, [, m]) => ({ rssKiB: a.rssKiB + m.rssKiB, pssKiB: a.pssKiB + m.pssKiB }), { rssKiB: 0, pssKiB: 0 });
+const all = sum(image.rows);
+const services = sum(image.rows.filter(([n]) => !n.startsWith('pm2-runtime')));
+const ref = sum(reference);
+const anchorKiB = ANCHOR_MIB * 1024;
+const rows: (string | number)[][] = [
+  ...image.rows.map(([n, m]) => [`hse: ${n}`, fmtMiB(m.rssKiB), fmtMiB(m.pssKiB), '']),
+  ['hse total, with the supervisor', fmtMiB(all.rssKiB), fmtMiB(all.pssKiB), ratio(all.pssKiB, anchorKiB)],
+  ['hse total, processes without pm2-runtime', fmtMiB(services.rssKiB), fmtMiB(services.pssKiB), ratio(services.pssKiB, anchorKiB)],
+  ...reference.map(([n, m]) => [`measured here: ${n}`, fmtMiB(m.rssKiB), fmtMiB(m.pssKiB), '']),
+  ['measured here: headscale + caddy', fmtMiB(ref.rssKiB), fmtMiB(ref.pssKiB), ratio(ref.pssKiB, anchorKiB)],
+  [`anchor: Headscale + Caddy + console, one container`, `${ANCHOR_MIB}.0 MiB`, '', '1.00×'],
+];
+process.stdout.write(`${table(['process', 'RSS', 'PSS', 'PSS / anchor'], rows)}\n\n`);
+process.stdout.write('The anchor is a stated figure (issue 7), not measured here; its console is not run here.\n');
