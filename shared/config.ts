@@ -145,7 +145,8 @@ function listenAddresses(env: Env, name: string, dflt: string[]): string[] {
 
 function publicUrl(env: Env): URL {
   const name = 'HSE_PUBLIC_URL';
-  const v = get(env, name) ?? 'http://localhost:8080';
+  // Unset: a local try-out on this machine, at the port the router actually listens on.
+  const v = get(env, name) ?? `http://localhost:${port(env, 'HSE_HTTP_PORT', 8080)}`;
   let u: URL;
   try {
     u = new URL(v);
