@@ -4,6 +4,7 @@
 // Replacements are written the way certbot and cert-manager do: a new file renamed over the old one.
 import { X509Certificate } from 'node:crypto';
 import fs from 'node:fs';
+import http2 from 'node:http2';
 import os from 'node:os';
 import path from 'node:path';
 import test from 'ava';
@@ -99,4 +100,18 @@ test.serial('a pair that does not match is refused with a log line and the previ
   await eventually('the PEM refusal', async () => /no PEM certificate found/.test(routerOut()));
   const again = await handshake(tls!.httpsPort, TEST_DOMAIN, second!.caPem);
   t.is(again.fingerprint, fingerprintOf(second!));
+});
+
+test.serial('SIGTERM drains both ports, closing an open HTTP/2 session, and exits 0', async (t) => {
+  const session = http2.connect(`https://127.0.0.1:${tls!.httpsPort}`, { ca: second!.caPem });
+  const closed = new Promise<void>((r) => session.once('close', () => r()));
+  session.on('error', () => {});
+  await new Promise<void>((resolve, reject) => {
+    session.once('connect', () => resolve());
+    session.once('error', reject);
+  });
+  const code = await tls!.image.procs.router!.stop('SIGTERM');
+  t.is(code, 0);
+  await closed;
+  t.regex(routerOut(), /INFO  router: stopped clean=true/);
 });

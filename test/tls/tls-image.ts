@@ -40,7 +40,7 @@ export interface Handshake {
   fingerprint?: string;
   serial?: string;
   names?: string;
-  alpn?: string | false;
+  alpn?: string | false | null;
 }
 
 /** SNI carries names only (RFC 6066, 3): an IP-literal public URL sends none, as real clients do. */
@@ -97,11 +97,11 @@ export function plainRequest(port: number, path: string, opts: { method?: string
   });
 }
 
-/** An HTTPS/1.1 request to 127.0.0.1:port for `servername`, trusting `ca` only. */
+/** An HTTPS request to 127.0.0.1:port for `servername`, trusting `ca` only; no ALPN offered, so HTTP/1.1. */
 export function httpsRequest(port: number, servername: string, ca: string, path: string, opts: { method?: string; headers?: http.OutgoingHttpHeaders; body?: string; agent?: https.Agent } = {}): Promise<Reply & { socketReused: boolean; fingerprint: string }> {
   return new Promise((resolve, reject) => {
     const req = https.request(
-      { host: '127.0.0.1', port, path, servername: sni(servername), ca, method: opts.method ?? 'GET', headers: { host: servername, ...opts.headers }, agent: opts.agent ?? false, ALPNProtocols: ['http/1.1'] },
+      { host: '127.0.0.1', port, path, servername: sni(servername), ca, method: opts.method ?? 'GET', headers: { host: servername, ...opts.headers }, agent: opts.agent ?? false },
       (res) => {
         // Read now: a keep-alive socket goes back to the agent's pool (and off the response) at the end.
         const fingerprint = (res.socket as tls.TLSSocket).getPeerCertificate().fingerprint256;
@@ -117,7 +117,7 @@ export function httpsRequest(port: number, servername: string, ca: string, path:
 }
 
 /** An HTTP/2 request (ALPN h2) to 127.0.0.1:port for `servername`. */
-export async function h2Request(port: number, servername: string, ca: string, path: string, opts: { method?: string; headers?: http2.OutgoingHttpHeaders; body?: string } = {}): Promise<Reply & { alpn: string | false | undefined }> {
+export async function h2Request(port: number, servername: string, ca: string, path: string, opts: { method?: string; headers?: http2.OutgoingHttpHeaders; body?: string } = {}): Promise<Reply & { alpn: string | false | null }> {
   const session = http2.connect(`https://${servername}:${port}`, {
     createConnection: () => tls.connect({ host: '127.0.0.1', port, servername: sni(servername), ca, ALPNProtocols: ['h2'] }),
   });
