@@ -63,6 +63,15 @@ if (!haveTailscale()) {
     t.regex(stdout, /pong from bravo \(100\.\d+\.\d+\.\d+\) via DERP\(hse\)/);
   });
 
+  test.serial('tailscale netcheck finds our region by STUN and measures its latency', async (t) => {
+    const a = nodes[0];
+    const { stdout } = await a.cli(['netcheck', '--format=json'], 60_000);
+    const report = JSON.parse(stdout) as { UDP: boolean; RegionLatency?: Record<string, number>; RegionV4Latency?: Record<string, number>; PreferredDERP: number };
+    t.true(report.UDP, 'STUN answered over UDP');
+    t.is(report.PreferredDERP, 900);
+    t.true((report.RegionV4Latency?.['900'] ?? 0) > 0, `latency to region 900 measured by STUN: ${stdout}`);
+  });
+
   test.serial('interactive login: the client prints a URL, an operator approves it, the client comes up', async (t) => {
     const c = await newNode('charlie');
     const { url, done } = await c.upInteractive(image.url);
