@@ -4,10 +4,13 @@
 //   HTTPS:    HSTS on every response, HTTP/2 negotiated for clients offering h2 (a console sign-in with a form body
 //             over it), HTTP/1.1 for the others with the DERP upgrade tunnelled as in proxy mode;
 //   proxy mode (same image, HSE_TLS=off): no HSTS anywhere.
+import net from 'node:net';
 import tls from 'node:tls';
 import test from 'ava';
 import { createTestCA, TEST_DOMAIN, type TestCA } from '../harness/ca.ts';
 import { startImage, type Image } from '../harness/image.ts';
+import { probe } from '../../deploy/healthcheck.ts';
+import { parseConfig } from '../../shared/config.ts';
 import { h2Request, httpsRequest, plainRequest, startTlsImage, type TlsImage } from './tls-image.ts';
 
 const PASSWORD = 'tls mode test password';
@@ -128,4 +131,32 @@ test('proxy mode (HSE_TLS=off) sends no HSTS: that is the proxy operator\'s deci
   } finally {
     await proxy?.stop();
   }
+});
+
+test("the container's health check passes over the router's HTTPS port in TLS mode", async (t) => {
+  const r = await probe(parseConfig(img!.image.env));
+  t.true(r.ok, r.line);
+  t.regex(r.line, new RegExp(`https://127\\.0\\.0\\.1:${img!.httpsPort}/health answered 200`));
+});
+
+test('garbage on the HTTPS port (plain HTTP, a broken HTTP/2 preface, a truncated handshake) closes only that connection', async (t) => {
+  const closedAfter = (s: net.Socket | tls.TLSSocket, write: () => void) =>
+    new Promise<void>((resolve) => {
+      s.on('error', () => {});
+      s.once('close', () => resolve());
+      // Read whatever the router answers (an alert, a GOAWAY), so its close is seen.
+      s.resume();
+      write();
+    });
+  const plain = net.connect(img!.httpsPort, '127.0.0.1');
+  await closedAfter(plain, () => plain.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n'));
+  const truncated = net.connect(img!.httpsPort, '127.0.0.1');
+  await closedAfter(truncated, () => truncated.end(Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01])));
+  const h2 = tls.connect({ host: '127.0.0.1', port: img!.httpsPort, ca: ca!.caPem, ALPNProtocols: ['h2'] });
+  await new Promise<void>((resolve) => h2.once('secureConnect', () => resolve()));
+  t.is(h2.alpnProtocol, 'h2');
+  await closedAfter(h2, () => h2.write('this is not the HTTP/2 connection preface\r\n\r\n'));
+  const r = await h2Request(img!.httpsPort, TEST_DOMAIN, ca!.caPem, '/key?v=142');
+  t.is(r.status, 200);
+  t.is(img!.image.procs.router!.proc.exitCode, null);
 });

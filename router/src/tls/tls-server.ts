@@ -62,14 +62,22 @@ export function createTlsServer(cfg: Config, log: Logger, router: Router): TlsSe
     maxSessionInvalidFrames: 100,
   });
   const sessions = new Map<http2.Http2Session, number>();
+  /** The TLS socket being handed to the HTTP/2 server: its 'session' event fires synchronously inside the hand-over. */
+  let handingOver: TLSSocket | null = null;
   h2.on('session', (session: http2.ServerHttp2Session) => {
+    const raw = handingOver;
     sessions.set(session, 0);
     session.on('error', (e: Error) => log.debug('http/2 session error', { error: e.message }));
     session.on('close', () => sessions.delete(session));
+    // A graceful close (GOAWAY) waits for the peer to hang up; one that never does is cut after a few seconds.
+    const closeSession = () => {
+      session.close();
+      setTimeout(() => raw?.destroy(), 5_000).unref();
+    };
     // Like HTTP/1.1 keep-alive: a session with nothing open for a while is closed; open streams (long-polls,
     // live tails) keep it however quiet they are.
     const idle = () => {
-      if ((sessions.get(session) ?? 0) === 0) session.close();
+      if ((sessions.get(session) ?? 0) === 0) closeSession();
     };
     session.setTimeout(KEEP_ALIVE_TIMEOUT_MS, idle);
     if (draining) session.close();
@@ -90,8 +98,16 @@ export function createTlsServer(cfg: Config, log: Logger, router: Router): TlsSe
   const http1 = server.listeners('secureConnection')[0] as (socket: TLSSocket) => void;
   server.removeAllListeners('secureConnection');
   server.on('secureConnection', (socket: TLSSocket) => {
-    if (socket.alpnProtocol === 'h2') h2.emit('connection', socket);
-    else http1.call(server, socket);
+    if (socket.alpnProtocol !== 'h2') {
+      http1.call(server, socket);
+      return;
+    }
+    handingOver = socket;
+    try {
+      h2.emit('connection', socket);
+    } finally {
+      handingOver = null;
+    }
   });
 
   server.on('tlsClientError', (e: NodeJS.ErrnoException, socket: TLSSocket) => {
