@@ -1,6 +1,7 @@
 // Where each process finds the others: Unix sockets in the private run directory (mode 700), so nothing but the
 // router is reachable from outside and no client can bypass it to forge the headers it sets.
 import fs from 'node:fs';
+import type { Server } from 'node:net';
 import path from 'node:path';
 import type { Config } from './config.ts';
 
@@ -33,6 +34,22 @@ export function clearSocket(file: string): void {
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
   }
+}
+
+/**
+ * Listens on a Unix socket in the run directory: a stale file from a killed process is removed first, and only this
+ * user (the router runs as the same user) may connect.
+ */
+export function listenOnSocket(server: Server, file: string): Promise<void> {
+  clearSocket(file);
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(file, () => {
+      server.off('error', reject);
+      fs.chmodSync(file, 0o600);
+      resolve();
+    });
+  });
 }
 
 /** Header the router always sets to the resolved client address; services read only this. */

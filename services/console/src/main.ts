@@ -2,14 +2,13 @@
 // Start order: connect to Redis, load the cookie key and make sure the first administrator exists (retrying while
 // Redis is not there yet), listen, say "listening". SIGTERM: stop accepting, end live tails (browsers reconnect to
 // the next process), let requests in flight finish, exit 0.
-import fs from 'node:fs';
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { prune } from '../../../shared/activity.ts';
 import { AdminClient } from '../../../shared/admin-client.ts';
 import { loadConfig } from '../../../shared/config.ts';
 import { Logger } from '../../../shared/log.ts';
-import { adminSocket, clearSocket, ensureDirs, serviceSocket } from '../../../shared/paths.ts';
+import { adminSocket, ensureDirs, listenOnSocket, serviceSocket } from '../../../shared/paths.ts';
 import { connectRedis } from '../../../shared/redis.ts';
 import { ActivityTail } from './activity/tail.ts';
 import { createConsole } from './app.ts';
@@ -30,7 +29,8 @@ const admin = new AdminClient(adminSocket(cfg));
 const consoleApp = createConsole({ cfg, log, redis, tail, admin, feed });
 const socketPath = serviceSocket(cfg, 'console');
 
-const server = http.createServer(consoleApp.app.callback());
+// The router admits heads up to 32 KiB; accept the same so a head it passed is not refused here.
+const server = http.createServer({ maxHeaderSize: 32 * 1024 }, consoleApp.app.callback());
 // Live tails stay open for as long as the page is; the router guards against slow request heads.
 server.requestTimeout = 0;
 server.timeout = 0;
@@ -68,18 +68,6 @@ async function bootstrap(): Promise<boolean> {
   }
 }
 
-function listen(): Promise<void> {
-  clearSocket(socketPath);
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(socketPath, () => {
-      // Only this user (the router runs as the same user) may connect.
-      fs.chmodSync(socketPath, 0o600);
-      resolve();
-    });
-  });
-}
-
 async function main(): Promise<void> {
   // Give Redis a few seconds to appear (the supervisor starts it alongside us); after that, serve a clear 503
   // page while bootstrap keeps retrying, rather than leaving the router with nothing to talk to.
@@ -96,7 +84,7 @@ async function main(): Promise<void> {
   // After Redis comes back it may be a fresh one (an external Redis that lost its data): make sure the cookie key and
   // the first administrator are there again, so the console is usable without a restart.
   redis.on('ready', () => void bootstrap());
-  await listen();
+  await listenOnSocket(server, socketPath);
   log.info('listening', { socket: socketPath, publicUrl: `${cfg.publicOrigin}/console`, secureCookies: cfg.secure, store: ready ? 'ready' : 'waiting' });
   const limits = { maxEntries: cfg.activityMaxEntries, retentionDays: cfg.activityRetentionDays };
   const pruneNow = () => prune(redis, limits).catch((e: Error) => log.warn('activity log prune failed', { error: e.message }));

@@ -2,14 +2,13 @@
 // tailnet) and the admin API together, and listens on its two Unix sockets in the private run directory: the one the
 // router forwards to, and the admin one only the console and the CLI use.
 import crypto from 'node:crypto';
-import fs from 'node:fs';
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { prune } from '../../../shared/activity.ts';
 import { loadConfig } from '../../../shared/config.ts';
 import { formatKey } from '../../../shared/keys.ts';
 import { Logger } from '../../../shared/log.ts';
-import { adminSocket, CLIENT_IP_HEADER, clearSocket, ensureDirs, serviceSocket } from '../../../shared/paths.ts';
+import { adminSocket, CLIENT_IP_HEADER, ensureDirs, listenOnSocket, serviceSocket } from '../../../shared/paths.ts';
 import { connectRedis } from '../../../shared/redis.ts';
 import { createAdminServer } from './admin/admin-server.ts';
 import { serveControlConnection } from './control/h2-server.ts';
@@ -93,17 +92,6 @@ server.on('clientError', (e: Error, socket: Duplex) => {
 
 const admin = createAdminServer({ cfg, store, tailnet, hub, registrar, log: log.child('admin') });
 
-function listen(srv: http.Server, file: string, mode: number): Promise<void> {
-  clearSocket(file);
-  return new Promise((resolve, reject) => {
-    srv.once('error', reject);
-    srv.listen(file, () => {
-      fs.chmodSync(file, mode);
-      resolve();
-    });
-  });
-}
-
 async function main(): Promise<void> {
   await tailnet.start();
   hub.start();
@@ -111,8 +99,8 @@ async function main(): Promise<void> {
   const pruneNow = () => prune(redis, limits).catch((e: Error) => log.warn('activity log prune failed', { error: e.message }));
   void pruneNow();
   setInterval(pruneNow, 3_600_000).unref();
-  await listen(server, serviceSocket(cfg, 'coordination'), 0o600);
-  await listen(admin, adminSocket(cfg), 0o600);
+  await listenOnSocket(server, serviceSocket(cfg, 'coordination'));
+  await listenOnSocket(admin, adminSocket(cfg));
   log.info('listening', {
     socket: serviceSocket(cfg, 'coordination'),
     admin: adminSocket(cfg),

@@ -2,11 +2,9 @@
 // and STUN on UDP HSE_STUN_PORT. Admission asks Redis which node keys are registered; the change channel closes
 // connections of deleted or re-keyed nodes. SIGTERM stops admitting, tells clients the relay is restarting, closes
 // them and exits.
-import fs from 'node:fs';
-import type http from 'node:http';
 import { loadConfig } from '../../../shared/config.ts';
 import { Logger } from '../../../shared/log.ts';
-import { clearSocket, ensureDirs, serviceSocket } from '../../../shared/paths.ts';
+import { ensureDirs, listenOnSocket, serviceSocket } from '../../../shared/paths.ts';
 import { connectRedis, type Redis } from '../../../shared/redis.ts';
 import { OpenAdmission, RegisteredNodesAdmission, type Admission } from './admission.ts';
 import { DerpServer } from './derp-server.ts';
@@ -59,20 +57,9 @@ const derp = serverKey
 const stun = new StunServer(log.child('stun'));
 const server = createRelayHttpServer({ derp, log: log.child('http') });
 
-function listen(srv: http.Server, file: string): Promise<void> {
-  clearSocket(file);
-  return new Promise((resolve, reject) => {
-    srv.once('error', reject);
-    srv.listen(file, () => {
-      fs.chmodSync(file, 0o600);
-      resolve();
-    });
-  });
-}
-
 async function main(): Promise<void> {
   if (derp && sub) watchRevocations(sub, derp, log);
-  await listen(server, socketPath);
+  await listenOnSocket(server, socketPath);
   if (!derp) {
     log.info('listening', { socket: socketPath, derp: 'public', note: 'HSE_DERP_MODE=public: clients use Tailscale relays; no DERP and no STUN here' });
     return;
