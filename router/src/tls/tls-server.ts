@@ -80,7 +80,7 @@ export function createTlsServer(cfg: Config, log: Logger, router: Router): TlsSe
       if ((sessions.get(session) ?? 0) === 0) closeSession();
     };
     session.setTimeout(KEEP_ALIVE_TIMEOUT_MS, idle);
-    if (draining) session.close();
+    if (draining) closeSession();
   });
   h2.on('stream', (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => {
     const session = stream.session;
@@ -95,7 +95,8 @@ export function createTlsServer(cfg: Config, log: Logger, router: Router): TlsSe
     forwardStream(stream, headers, { cfg, log, hsts: HSTS });
   });
 
-  const http1 = server.listeners('secureConnection')[0] as (socket: TLSSocket) => void;
+  const http1 = server.listeners('secureConnection')[0] as ((socket: TLSSocket) => void) | undefined;
+  if (typeof http1 !== 'function') throw new Error("this Node version's https.Server has no HTTP/1.1 connection listener to dispatch from (TLS mode needs Node 24)");
   server.removeAllListeners('secureConnection');
   server.on('secureConnection', (socket: TLSSocket) => {
     if (socket.alpnProtocol !== 'h2') {
@@ -138,7 +139,7 @@ export function createTlsServer(cfg: Config, log: Logger, router: Router): TlsSe
     },
     async drain(deadlineMs) {
       draining = true;
-      for (const s of sessions.keys()) s.close();
+      for (const s of sessions.keys()) if (!s.closed) s.close();
       if (sessions.size === 0) return true;
       const all = Promise.all([...sessions.keys()].map((s) => new Promise<void>((r) => (s.closed ? r() : s.once('close', () => r())))));
       let timer: NodeJS.Timeout | undefined;
