@@ -49,6 +49,8 @@ export class SimNode {
   streamSince = 0;
   /** Number of streams that delivered a full map, over the node's life. */
   streamsOpened = 0;
+  /** Streams the server ended cleanly (closed the stream, or the connection with a FIN) after their full map. */
+  cleanEnds = 0;
   /** Connection attempts that failed (dial, HTTP status, stream error), over the node's life. */
   failures = 0;
   /** Last failure, for a test's error message. */
@@ -121,6 +123,7 @@ export class SimNode {
     while (this.running) {
       try {
         await this.streamOnce();
+        this.cleanEnds++;
         // The stream ended (server closed it): reconnect at once, as the client does after a clean end.
         this.backoff = this.opts.minBackoffMs ?? 250;
       } catch (e) {

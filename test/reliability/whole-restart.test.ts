@@ -1,0 +1,89 @@
+// Restarting the whole image under pm2 (what `docker restart` does to pm2-runtime): every process gets pm2's stop
+// signal, drains and exits 0; map streams are ended by the server, relay users are told the relay is restarting; after
+// the start, every client returns by itself with the same addresses and names, and nothing registered is lost.
+import { setTimeout as sleep } from 'node:timers/promises';
+import test from 'ava';
+import type { Redis } from 'ioredis';
+import { serverKey } from '../coordination/control-client.ts';
+import { Fleet, waitUntil } from './lib/fleet.ts';
+import { SimDerp } from './lib/sim-derp.ts';
+import { lost, registrations, type Snapshot } from './lib/snapshot.ts';
+import { APPS, startSupervisedImage, type SupervisedImage } from './lib/supervised-image.ts';
+
+const FLEET = 12;
+const who = { actor: 'reliability-test', ip: '' };
+let image: SupervisedImage;
+let fleet: Fleet;
+let derp: SimDerp[] = [];
+let redis: Redis;
+let stoppedAt = 0;
+let beforeStop: Snapshot;
+
+test.before(async () => {
+  image = await startSupervisedImage();
+  redis = image.redis();
+  const serverPublic = await serverKey(image.url);
+  await image.admin.createUser(who, 'fleet');
+  const authKey = (await image.admin.createPreAuthKey(who, { user: 'fleet', reusable: true, expiresInSeconds: 3600 })).key;
+  fleet = new Fleet({ port: image.port, serverPublic, count: FLEET });
+  await fleet.join(authKey, 6);
+  derp = fleet.nodes.slice(0, 2).map((n) => new SimDerp(image.port, n.nodePrivate));
+  for (const d of derp) d.start();
+  await waitUntil(() => derp.every((d) => d.ready), () => 'relay users admitted', 20_000);
+  beforeStop = await registrations(redis);
+});
+
+test.after.always(async () => {
+  await fleet?.stop();
+  await Promise.all(derp.map((d) => d.stop()));
+  await image?.destroy();
+});
+
+test.serial('stop: every Node process drains and exits 0; the router ends streams and tunnels cleanly', async (t) => {
+  const cleanBefore = fleet.nodes.reduce((a, n) => a + n.cleanEnds, 0);
+  stoppedAt = Date.now();
+  await image.pm2.cli('stop', 'all');
+  for (const name of APPS) t.is((await image.app(name)).pm2_env.status, 'stopped', name);
+  for (const name of ['router', 'coordination', 'console', 'relay'] as const) t.is((await image.app(name)).pm2_env.exit_code, 0, `${name} exit status`);
+
+  // pm2 stops the apps in list order, two at a time: Redis and the router first. The router's drain closes every
+  // tunnel with a FIN, so the map streams and relay connections end cleanly before the services get their signal.
+  await logMatches('router', /router: draining signal=SIG(INT|TERM)[^\n]*\n[^\n]*router: stopped clean=true/);
+  await logMatches('coordination', /coordination: shutting down signal=SIG(INT|TERM) streams=\d+/);
+  await logMatches('relay', /relay: shutting down signal=SIG(INT|TERM)/);
+  await logMatches('console', /console: shutting down signal=SIG(INT|TERM)/);
+  await waitUntil(() => fleet.nodes.every((n) => !n.streaming) && derp.every((d) => !d.ready), () => 'every stream and relay connection to end', 10_000);
+  t.is(fleet.nodes.reduce((a, n) => a + n.cleanEnds, 0) - cleanBefore, FLEET, 'streams that ended cleanly');
+  t.log(`relay users told "restarting" before the stop: ${derp.filter((d) => d.restartingFrames > 0).length}/${derp.length}`);
+});
+
+/** pm2 writes app output to its log files a little after the fact: poll. */
+async function logMatches(name: (typeof APPS)[number], re: RegExp): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const log = await image.log(name);
+    if (re.test(log)) return;
+    if (Date.now() > deadline) throw new Error(`${name} log does not match ${re}; tail:\n${log.slice(-2000)}`);
+    await sleep(100);
+  }
+}
+
+// Known defect (reported): pm2 signals the whole process tree, so redis-server gets the stop signal from pm2 and again
+// from its launcher, answers the second with "You insist... exiting now" and exits 1. With appendfsync always nothing
+// is lost (the next test shows it), but every stop logs "ERROR redis: redis-server exited status=1".
+test.serial.failing('stop: the embedded Redis shuts down cleanly (exit 0)', async (t) => {
+  t.is((await image.app('redis')).pm2_env.exit_code, 0);
+  t.notRegex(await image.log('redis'), /You insist/);
+});
+
+test.serial('start: every client returns by itself with the same addresses and names; nothing registered is lost', async (t) => {
+  const identities = fleet.identities();
+  await image.pm2.cli('start', 'ecosystem.config.cjs');
+  for (const name of APPS) await image.waitListening(name, 2);
+  const back = await fleet.waitStreaming(stoppedAt, 60_000);
+  await waitUntil(() => derp.every((d) => d.ready && d.readySince > stoppedAt), () => 'relay users back', 60_000);
+  t.log(`all ${FLEET} streams back ${back - stoppedAt} ms after the stop began`);
+  t.deepEqual(fleet.identities(), identities);
+  // Read back from the AOF by the restarted Redis.
+  t.deepEqual(lost(beforeStop, await registrations(redis)), []);
+});
