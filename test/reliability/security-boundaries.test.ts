@@ -132,7 +132,7 @@ test.serial('single-use, expired, operator-expired and forged pre-auth keys are 
   t.regex(JSON.parse((await r3.post('/machine/register', registerBody(r3, revoked.key))).body).Error, /expired/);
 
   // A real key's visible prefix with a made-up secret, and a key of the right shape that was never issued.
-  const forged = `${reusable.slice(0, reusable.lastIndexOf('-'))}-${'A'.repeat(32)}`;
+  const forged = `${reusable.slice(0, 'hse-auth-'.length + 12)}-${'A'.repeat(32)}`;
   const f1 = node('forged');
   t.regex(JSON.parse((await f1.post('/machine/register', registerBody(f1, forged))).body).Error, /invalid pre-auth key/);
   const f2 = node('invented');
@@ -166,7 +166,7 @@ test.serial('secrets never reach the logs or the activity log; keys appear by pr
   for (const [kind, opts] of Object.entries(kinds)) {
     const k = (await admin.createPreAuthKey(who, { user: 'sec', expiresInSeconds: 3600, ...opts })).key;
     secrets.set(`${kind} pre-auth key`, k);
-    secrets.set(`${kind} pre-auth key secret part`, k.slice(k.lastIndexOf('-') + 1));
+    secrets.set(`${kind} pre-auth key secret part`, k.slice('hse-auth-'.length + 13));
     const n = node(`logs-${kind}`);
     await n.register(k);
     n.start();
