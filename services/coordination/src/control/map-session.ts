@@ -101,8 +101,11 @@ export class MapSession {
     if (this.self !== null) parts.push(`"Node":${this.self}`);
     if (this.changed.size > 0) parts.push(`"PeersChanged":[${[...this.changed.values()].join(',')}]`);
     if (this.removed.size > 0) parts.push(`"PeersRemoved":${JSON.stringify([...this.removed])}`);
-    // A patch for a peer sent whole in this message is redundant.
-    const patches = [...this.patches.values()].filter((p) => !this.changed.has(p.NodeID));
+    // Every patch held here arrived after the peer's whole Node was queued (peerChanged drops the older ones), so it
+    // is newer than that Node — e.g. "online" landing in the same tick as the Node built while it was still offline.
+    // The client applies PeersChangedPatch after PeersChanged (controlclient map.go), so sending both is right;
+    // dropping the patch left peers showing the node offline until its next change.
+    const patches = [...this.patches.values()];
     if (patches.length > 0) parts.push(`"PeersChangedPatch":${JSON.stringify(patches)}`);
     if (this.profiles.size > 0) parts.push(`"UserProfiles":${JSON.stringify([...this.profiles.values()])}`);
     this.self = null;
