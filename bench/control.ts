@@ -1,7 +1,9 @@
 // Control plane: our image vs headscale, in one run, with the load client speaking the real protocol
 // (bench/load-client/). For each N:
 //   register    N nodes dial /ts2021 and register with a reusable pre-auth key (64 at a time);
-//   full maps   all N open their map streams at once: time until every node holds all N-1 peers;
+//   full maps   all N open their map streams at once: time until every node holds all N-1 peers; then until every
+//               stream has been told that every other node is online (the N×(N-1) online-status fan-out), and how
+//               many messages each stream got until the servers went quiet;
 //   join        a new node (ephemeral key) registers and opens its stream: latency until each of the N streams lists
 //               it (p50/p99 over every stream of every event; "all" = median over events of the slowest stream);
 //   leave       that node logs out (the server deletes it): latency until each stream has it in PeersRemoved;
@@ -30,6 +32,10 @@ interface Run {
   fullAllMs: number;
   fullP50Ms: number;
   fullMissing: number;
+  allOnlineMs: number;
+  onlineMissing: number;
+  /** Non-keep-alive messages per stream from opening until the online fan-out settled. */
+  messagesPerStream: number;
   join: EventResult[];
   leave: EventResult[];
   peakRssKiB: number;
@@ -71,6 +77,9 @@ async function runOne(name: ServerName, n: number): Promise<Run> {
     fullAllMs: NaN,
     fullP50Ms: NaN,
     fullMissing: n,
+    allOnlineMs: NaN,
+    onlineMissing: n,
+    messagesPerStream: NaN,
     join: [],
     leave: [],
     peakRssKiB: NaN,
@@ -100,8 +109,11 @@ async function runOne(name: ServerName, n: number): Promise<Run> {
     run.clientCpuFull = (c.user + c.system) / 1e6;
     run.cpuFull = sampleGroup(srv.pids).cpuSeconds - cpu0;
     // The online flags of N nodes coming up fan out as N×(N-1) updates after the maps; wait them out.
-    log(`${name} N=${n}: full maps in ${fmtMs(run.fullAllMs)}; waiting for the online-status fan-out to settle`);
-    await fleet.settle(1000, 180_000);
+    log(`${name} N=${n}: full maps in ${fmtMs(run.fullAllMs)}; waiting for every stream to see every node online`);
+    run.onlineMissing = await fleet.waitAllOnline(Math.max(120_000, n * 300));
+    run.allOnlineMs = fleet.allOnlineMs;
+    await fleet.settle(1000, 120_000);
+    run.messagesPerStream = fleet.messages / n;
 
     for (let k = 0; k < events; k++) {
       const { node, result } = await fleet.probeJoin(probeKey, 30_000);
@@ -142,6 +154,8 @@ function rows(runs: Run[]): (string | number)[][] {
     ['register, nodes/s', (r) => (r.n / r.registerMs) * 1000, (v) => fmtNum(v), 'higher'],
     ['all full maps', (r) => r.fullAllMs, fmtMs, 'lower'],
     ['full map p50 (per node)', (r) => r.fullP50Ms, fmtMs, 'lower'],
+    ['all streams see all nodes online', (r) => r.allOnlineMs, fmtMs, 'lower'],
+    ['messages per stream until quiet', (r) => r.messagesPerStream, (v) => fmtNum(v), 'lower'],
     ['join → stream p50', (r) => eventStats(r.join).p50, fmtMs, 'lower'],
     ['join → stream p99', (r) => eventStats(r.join).p99, fmtMs, 'lower'],
     ['join → all streams (median)', (r) => eventStats(r.join).all, fmtMs, 'lower'],
@@ -188,7 +202,7 @@ for (const runs of all) {
       .map(([k, v]) => `${k} ${fmtMiB(v.rssKiB)} RSS/${fmtMiB(v.pssKiB)} PSS/${fmtNum(v.cpuSeconds, 1)} CPU-s`)
       .join(', ');
     process.stdout.write(
-      `${r.server} N=${r.n}: ${r.error ? `FAILED: ${r.error.split('\n')[0]}; ` : ''}nodes without a full map ${r.fullMissing}; ` +
+      `${r.server} N=${r.n}: ${r.error ? `FAILED: ${r.error.split('\n')[0]}; ` : ''}nodes without a full map ${r.fullMissing}; streams missing some online peer ${r.onlineMissing}; ` +
         `stream deliveries missing: join ${j.missing}, leave ${l.missing}; streams ended early ${r.streamsEnded}; ` +
         `load client CPU in the full-map phase ${fmtNum(r.clientCpuFull, 2)} s; processes: ${per}\n`,
     );

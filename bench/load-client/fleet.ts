@@ -5,6 +5,10 @@
 // complete (the usual case), else from Peers plus the PeersChanged that follow. A join reaches a stream with the
 // first message that lists the new node's key in Peers or PeersChanged; a leave, with the first PeersRemoved holding
 // its ID. Times are performance.now() at the chunk that completed the message.
+//
+// "All online": once every stream has opened, each server tells every stream that each of the other N-1 nodes is now
+// online (Online in Peers/PeersChanged, or a PeersChangedPatch) — N×(N-1) facts to deliver. The time until every
+// stream holds all of them is the cost of a whole network (re)connecting, beyond the full maps themselves.
 import { pool, sleep, until } from '../lib/pool.ts';
 import { ControlNode, type ServerTarget } from './control-node.ts';
 import type { MapMessage } from './map-frames.ts';
@@ -40,12 +44,49 @@ export class Fleet {
   messages = 0;
   streamsEnded = 0;
   private probeCount = 0;
+  // Per stream, a byte per peer ID (IDs are small integers on both servers): 1 = the stream was told it is online.
+  private readonly online: Uint8Array[];
+  private readonly onlineCount: Int32Array;
+  private onlineRemaining: number;
+  /** ms from openAll until every stream knew every other node online; NaN until then. */
+  allOnlineMs = NaN;
 
   constructor(target: ServerTarget, n: number, prefix = 'bench') {
     this.target = target;
     this.nodes = Array.from({ length: n }, (_, i) => new ControlNode(`${prefix}-${i}`));
     this.fullAt = new Float64Array(n).fill(NaN);
     this.fullRemaining = n;
+    this.online = Array.from({ length: n }, () => new Uint8Array(2 * n + 256));
+    this.onlineCount = new Int32Array(n);
+    this.onlineRemaining = n;
+  }
+
+  private setOnline(i: number, id: number, on: boolean, at: number): void {
+    const flags = this.online[i];
+    if (id >= flags.length || this.onlineCount[i] < 0) return;
+    if (on && flags[id] === 0) {
+      flags[id] = 1;
+      if (++this.onlineCount[i] >= this.nodes.length - 1) {
+        this.onlineCount[i] = -1; // done; later changes no longer matter
+        if (--this.onlineRemaining === 0) this.allOnlineMs = at - this.openedAt;
+      }
+    } else if (!on && flags[id] === 1) {
+      flags[id] = 0;
+      this.onlineCount[i]--;
+    }
+  }
+
+  private trackOnline(i: number, m: MapMessage, at: number): void {
+    for (const p of m.Peers ?? []) if (p.Online !== undefined) this.setOnline(i, p.ID, p.Online, at);
+    for (const p of m.PeersChanged ?? []) if (p.Online !== undefined) this.setOnline(i, p.ID, p.Online, at);
+    for (const p of m.PeersChangedPatch ?? []) if (p.Online !== undefined) this.setOnline(i, p.NodeID, p.Online, at);
+    for (const id of m.PeersRemoved ?? []) this.setOnline(i, id, false, at);
+  }
+
+  /** Resolves when every stream knows every other node online, or after `ms`; returns how many streams do not. */
+  async waitAllOnline(ms: number): Promise<number> {
+    await until(() => this.onlineRemaining === 0, ms, 20);
+    return this.onlineRemaining;
   }
 
   /** Dials and registers every node, `concurrency` at a time; returns the elapsed ms. */
@@ -62,6 +103,7 @@ export class Fleet {
     if (m.KeepAlive && Object.keys(m).length === 1) return;
     this.messages++;
     this.lastChangeAt = at;
+    if (this.onlineRemaining > 0) this.trackOnline(i, m, at);
     const need = this.nodes.length - 1;
     if (Number.isNaN(this.fullAt[i])) {
       let known = this.partial.get(i);

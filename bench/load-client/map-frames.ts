@@ -7,10 +7,10 @@ import zlib from 'node:zlib';
 export interface MapMessage {
   KeepAlive?: boolean;
   Node?: { ID: number; Key: string; [k: string]: unknown };
-  Peers?: { ID: number; Key: string }[];
-  PeersChanged?: { ID: number; Key: string }[];
+  Peers?: { ID: number; Key: string; Online?: boolean }[];
+  PeersChanged?: { ID: number; Key: string; Online?: boolean }[];
   PeersRemoved?: number[];
-  PeersChangedPatch?: { NodeID: number; [k: string]: unknown }[];
+  PeersChangedPatch?: { NodeID: number; Online?: boolean; [k: string]: unknown }[];
   [k: string]: unknown;
 }
 
