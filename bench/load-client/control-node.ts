@@ -40,6 +40,8 @@ export class ControlNode {
   readonly nodeKey = hexKey('nodekey');
   readonly discoKey = hexKey('discokey');
   readonly hostname: string;
+  /** Stable per node, as tailscaled's is per install; a new one per request would look like a Hostinfo change. */
+  private readonly logId = crypto.randomBytes(32).toString('hex');
   private session: http2.ClientHttp2Session | null = null;
   private mapStream: http2.ClientHttp2Stream | null = null;
   /** Set from this node's first map message. */
@@ -53,7 +55,7 @@ export class ControlNode {
   private hostinfo(): Record<string, unknown> {
     return {
       IPNVersion: '1.102.3-bench',
-      BackendLogID: crypto.randomBytes(32).toString('hex'),
+      BackendLogID: this.logId,
       OS: 'linux',
       OSVersion: 'Debian 12 (bookworm); kernel=6.1.0',
       Distro: 'debian',
