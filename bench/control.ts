@@ -103,7 +103,7 @@ async function runOne(name: ServerName, n: number): Promise<Run> {
     await fleet.openAll();
     const full = await fleet.waitFull(Math.max(120_000, n * 150));
     run.fullMissing = full.missing;
-    run.fullAllMs = full.missing === 0 ? Math.max(...full.times) : NaN;
+    run.fullAllMs = full.missing === 0 ? Math.max(...full.times) : Infinity;
     run.fullP50Ms = median(full.times);
     const c = process.cpuUsage(client0);
     run.clientCpuFull = (c.user + c.system) / 1e6;
@@ -111,7 +111,7 @@ async function runOne(name: ServerName, n: number): Promise<Run> {
     // The online flags of N nodes coming up fan out as N×(N-1) updates after the maps; wait them out.
     log(`${name} N=${n}: full maps in ${fmtMs(run.fullAllMs)}; waiting for every stream to see every node online`);
     run.onlineMissing = await fleet.waitAllOnline(Math.max(120_000, n * 300));
-    run.allOnlineMs = fleet.allOnlineMs;
+    run.allOnlineMs = run.onlineMissing > 0 ? Infinity : fleet.allOnlineMs;
     await fleet.settle(1000, 120_000);
     run.messagesPerStream = fleet.messages / n;
 

@@ -65,7 +65,9 @@ export function ratio(ours: number, theirs: number): string {
   return `${r >= 10 ? r.toFixed(0) : r >= 1 ? r.toFixed(2) : r.toFixed(3)}×`;
 }
 
+/** Infinity stands for "did not happen within the benchmark's time limit". */
 export function fmtMs(ms: number): string {
+  if (ms === Infinity) return 'timed out';
   if (!Number.isFinite(ms)) return '–';
   if (ms >= 10_000) return `${(ms / 1000).toFixed(1)} s`;
   if (ms >= 1000) return `${(ms / 1000).toFixed(2)} s`;
