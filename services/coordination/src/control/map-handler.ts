@@ -7,6 +7,7 @@ import type { Logger } from '../../../../shared/log.ts';
 import { redact } from '../../../../shared/log.ts';
 import type { NodeRecord } from '../../../../shared/model.ts';
 import type { Store } from '../state/store.ts';
+import { cleanEndpoints, cleanHostinfo } from './hostinfo.ts';
 import { encodeJsonFrame } from './map-frame.ts';
 import type { MapHub } from './map-hub.ts';
 import { MIN_CAP_VERSION } from './register.ts';
@@ -30,23 +31,25 @@ function applyRequest(n: NodeRecord, req: MapRequest): { next: NodeRecord; chang
     change = 'patch';
   }
   if (Array.isArray(req.Endpoints)) {
-    const eps = req.Endpoints.filter((e): e is string => typeof e === 'string' && e.length <= 64).slice(0, 64);
+    const eps = cleanEndpoints(req.Endpoints);
     if (JSON.stringify(eps) !== JSON.stringify(n.endpoints)) {
       next.endpoints = eps;
       change = 'patch';
     }
   }
-  if (req.Hostinfo && typeof req.Hostinfo === 'object') {
-    const derp = Number(req.Hostinfo.NetInfo?.PreferredDERP ?? 0) || 0;
+  // Peers decode this Hostinfo into typed structs: only what they can decode is kept (hostinfo.ts).
+  const hostinfo = cleanHostinfo(req.Hostinfo);
+  if (hostinfo) {
+    const derp = Number(hostinfo.NetInfo?.PreferredDERP ?? 0) || 0;
     if (derp !== n.homeDerp) {
       next.homeDerp = derp;
       if (change === 'none') change = 'patch';
     }
-    const { NetInfo: _a, ...stable } = req.Hostinfo;
-    const { NetInfo: _b, ...prevStable } = (n.hostinfo ?? {}) as typeof req.Hostinfo;
+    const { NetInfo: _a, ...stable } = hostinfo;
+    const { NetInfo: _b, ...prevStable } = (n.hostinfo ?? {}) as typeof hostinfo;
     if (JSON.stringify(stable) !== JSON.stringify(prevStable)) change = 'full';
-    next.hostinfo = req.Hostinfo as Record<string, unknown>;
-    if (typeof req.Hostinfo.Hostname === 'string' && req.Hostinfo.Hostname !== '') next.hostname = req.Hostinfo.Hostname;
+    next.hostinfo = hostinfo as Record<string, unknown>;
+    if (typeof hostinfo.Hostname === 'string' && hostinfo.Hostname !== '') next.hostname = hostinfo.Hostname;
   }
   if (req.Version !== n.capVersion) {
     next.capVersion = req.Version;

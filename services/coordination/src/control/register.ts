@@ -12,6 +12,7 @@ import type { NodeRecord, PendingAuth, UserRecord } from '../../../../shared/mod
 import { isExpired } from '../map/map-builder.ts';
 import { StateError, type Store } from '../state/store.ts';
 import type { Tailnet } from '../state/tailnet.ts';
+import { cleanHostinfo } from './hostinfo.ts';
 import { goTime, type Hostinfo, type RegisterRequest, type RegisterResponse } from './tailcfg.ts';
 
 export const MIN_CAP_VERSION = 113;
@@ -90,9 +91,11 @@ export class Registrar {
     ).catch((e: Error) => this.d.log.warn('could not write activity entry', { action, error: e.message }));
   }
 
-  async register(call: RegisterCall): Promise<RegisterResponse> {
+  async register(raw: RegisterCall): Promise<RegisterResponse> {
+    if (typeof raw.req !== 'object' || raw.req === null) throw new RegisterError(400, 'register request must be a JSON object');
+    // Hostinfo is stored and shown to every peer: only what their clients can decode (hostinfo.ts).
+    const call: RegisterCall = { ...raw, req: { ...raw.req, Hostinfo: cleanHostinfo(raw.req.Hostinfo) } };
     const { req, machineKey, clientIp } = call;
-    if (typeof req !== 'object' || req === null) throw new RegisterError(400, 'register request must be a JSON object');
     if (typeof req.Version !== 'number' || req.Version < MIN_CAP_VERSION) {
       throw new RegisterError(400, `client too old (capability version ${req.Version}); this server needs ${MIN_CAP_VERSION} (Tailscale 1.80) or newer`);
     }

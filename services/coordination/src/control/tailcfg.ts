@@ -165,9 +165,9 @@ export interface MapResponse {
 /** Go's zero time.Time as JSON. */
 export const ZERO_TIME = '0001-01-01T00:00:00Z';
 
-/** Parses a Go time from JSON; null for absent or the zero time. */
-export function goTime(s: string | undefined | null): Date | null {
-  if (!s || s.startsWith('0001-01-01')) return null;
+/** A client's time value, or null for Go's zero time and for anything that is not a time string (a malformed body). */
+export function goTime(s: unknown): Date | null {
+  if (typeof s !== 'string' || s === '' || s.startsWith('0001-01-01')) return null;
   const t = Date.parse(s);
   return Number.isNaN(t) ? null : new Date(t);
 }

@@ -3,6 +3,7 @@
 // change, not once per receiving session.
 import type { Config } from '../../../../shared/config.ts';
 import type { NodeRecord, UserRecord } from '../../../../shared/model.ts';
+import { cleanEndpoints, cleanHostinfo } from '../control/hostinfo.ts';
 import type { DERPMap, FilterRule, MapResponse, Node, PeerChange, UserProfile } from '../control/tailcfg.ts';
 
 export interface MapContext {
@@ -36,7 +37,8 @@ export function toTailNode(ctx: MapContext, n: NodeRecord, now = Date.now()): No
     Machine: n.machineKey,
     Addresses: addresses,
     AllowedIPs: addresses,
-    Hostinfo: { ...(n.hostinfo ?? {}), Hostname: n.hostname },
+    // Cleaned again here for records stored before requests were cleaned (control/hostinfo.ts).
+    Hostinfo: { ...(cleanHostinfo(n.hostinfo) ?? {}), Hostname: n.hostname },
     Created: n.created,
     Online: online,
     MachineAuthorized: !expired,
@@ -44,7 +46,8 @@ export function toTailNode(ctx: MapContext, n: NodeRecord, now = Date.now()): No
   if (n.expiry) node.KeyExpiry = n.expiry;
   if (expired) node.Expired = true;
   if (n.discoKey) node.DiscoKey = n.discoKey;
-  if (n.endpoints.length > 0) node.Endpoints = n.endpoints;
+  const endpoints = cleanEndpoints(n.endpoints);
+  if (endpoints.length > 0) node.Endpoints = endpoints;
   if (n.homeDerp) node.HomeDERP = n.homeDerp;
   if (n.capVersion) node.Cap = n.capVersion;
   // Clients read LastSeen only for offline peers; sending it for an online one confuses them.
@@ -55,7 +58,7 @@ export function toTailNode(ctx: MapContext, n: NodeRecord, now = Date.now()): No
 /** The patch peers need when only the fast-changing fields of `n` changed. */
 export function toPeerChange(ctx: MapContext, n: NodeRecord): PeerChange {
   const online = ctx.online.has(n.id);
-  const p: PeerChange = { NodeID: n.id, Online: online, Endpoints: n.endpoints, DERPRegion: n.homeDerp || undefined };
+  const p: PeerChange = { NodeID: n.id, Online: online, Endpoints: cleanEndpoints(n.endpoints), DERPRegion: n.homeDerp || undefined };
   if (n.discoKey) p.DiscoKey = n.discoKey;
   if (!online && n.lastSeen) p.LastSeen = n.lastSeen;
   return p;
