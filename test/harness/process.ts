@@ -66,26 +66,51 @@ export function runProcess(script: string, env: Record<string, string | undefine
   };
 }
 
-/** A free TCP port on loopback (bound then released). */
-export async function freePort(host = '127.0.0.1'): Promise<number> {
-  return new Promise((resolve, reject) => {
+// Ports for test servers come from 20000-32767, below Linux's ephemeral range (32768-60999): a port the kernel hands
+// to some outgoing connection a moment after we released it cannot be one of ours. Each candidate is bound and
+// released to check it is free now; the random start keeps parallel test processes apart.
+const PORT_LO = 20_000;
+const PORT_SPAN = 12_768;
+let nextPort = PORT_LO + Math.floor(Math.random() * PORT_SPAN);
+
+function candidatePort(): number {
+  nextPort = PORT_LO + ((nextPort - PORT_LO + 1 + Math.floor(Math.random() * 50)) % PORT_SPAN);
+  return nextPort;
+}
+
+function tryTcp(port: number, host: string): Promise<boolean> {
+  return new Promise((resolve) => {
     const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, host, () => {
-      const p = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(p));
-    });
+    s.once('error', () => resolve(false));
+    s.listen(port, host, () => s.close(() => resolve(true)));
   });
 }
 
-/** A free UDP port on loopback (bound then released), e.g. for HSE_STUN_PORT. */
-export async function freeUdpPort(host = '127.0.0.1'): Promise<number> {
-  return new Promise((resolve, reject) => {
+function tryUdp(port: number, host: string): Promise<boolean> {
+  return new Promise((resolve) => {
     const s = dgram.createSocket(host.includes(':') ? 'udp6' : 'udp4');
-    s.once('error', reject);
-    s.bind(0, host, () => {
-      const p = s.address().port;
-      s.close(() => resolve(p));
+    s.once('error', () => {
+      s.close();
+      resolve(false);
     });
+    s.bind(port, host, () => s.close(() => resolve(true)));
   });
+}
+
+async function findPort(check: (port: number) => Promise<boolean>): Promise<number> {
+  for (let i = 0; i < 200; i++) {
+    const p = candidatePort();
+    if (await check(p)) return p;
+  }
+  throw new Error('no free test port found in 20000-32767');
+}
+
+/** A free TCP port on loopback (checked by binding it). */
+export function freePort(host = '127.0.0.1'): Promise<number> {
+  return findPort((p) => tryTcp(p, host));
+}
+
+/** A free UDP port on loopback (checked by binding it), e.g. for HSE_STUN_PORT. */
+export function freeUdpPort(host = '127.0.0.1'): Promise<number> {
+  return findPort((p) => tryUdp(p, host));
 }

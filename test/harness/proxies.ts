@@ -324,6 +324,18 @@ async function writeConfig(kind: ProxyKind, opts: ProxyOptions, bin: string, dir
 
 /** Starts `kind` in front of `opts.upstream` and resolves once it listens. */
 export async function startProxy(kind: ProxyKind, opts: ProxyOptions): Promise<RunningProxy> {
+  // A free port found by binding and releasing it can be taken by a parallel test before the proxy binds it: try
+  // again with fresh ports (only when the caller did not fix them).
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startProxyOnce(kind, opts);
+    } catch (e) {
+      if (opts.ports || attempt >= 3 || !/address already in use/i.test((e as Error).message)) throw e;
+    }
+  }
+}
+
+async function startProxyOnce(kind: ProxyKind, opts: ProxyOptions): Promise<RunningProxy> {
   const p = await prepareProxy(kind, opts);
   const s = start(p.cmd, p.args, p.env, p.dir);
   const stop = async () => {
