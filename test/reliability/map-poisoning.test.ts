@@ -2,7 +2,7 @@
 // into typed Go structs, so a peer's Hostinfo field of the wrong JSON type (OS: 5) or an endpoint that is not
 // "ip:port" made it reject every MapResponse ("PollNetMap: json: cannot unmarshal number into Go struct field
 // Node.Peers.Hostinfo.OS of type string") — found by fuzz-coordination.test.ts. Shown here with the official client:
-// a node sends such values by register, by map request, and one is planted straight into Redis (a record stored
+// (as is a fractional capability version in Node.Cap). A node sends such values by register, by map request, and one is planted straight into Redis (a record stored
 // before the server cleaned them); the official client keeps receiving maps and sees a node that joins afterwards.
 import path from 'node:path';
 import test from 'ava';
@@ -63,6 +63,8 @@ if (!haveTailscale()) {
     const r = await bad.post('/machine/register', { Version: CAP_VERSION, NodeKey: bad.nodeKey, Hostinfo: BAD_HOSTINFO, Auth: { AuthKey: key } });
     t.is(r.status, 200);
     t.is((await bad.post('/machine/map', { Version: CAP_VERSION, NodeKey: bad.nodeKey, Stream: false, OmitPeers: true, Hostinfo: BAD_HOSTINFO, Endpoints: BAD_ENDPOINTS })).status, 200);
+    // Node.Cap is a Go int: a fractional or huge version is refused rather than passed on.
+    for (const Version of [142.5, 1e21]) t.is((await bad.post('/machine/map', { Version, NodeKey: bad.nodeKey, Stream: false, OmitPeers: true })).status, 400);
     bad.start();
 
     // A record written before the server cleaned what it stores.
@@ -71,7 +73,7 @@ if (!haveTailscale()) {
     const redis = image.redis!.client();
     const id = await redis.hget(K.nodeByNodeKey, planted.nodeKey);
     const rec = JSON.parse((await redis.hget(K.nodes, id!))!) as Record<string, unknown>;
-    await redis.hset(K.nodes, id!, JSON.stringify({ ...rec, hostinfo: { ...BAD_HOSTINFO, Hostname: 'planted' }, endpoints: BAD_ENDPOINTS }));
+    await redis.hset(K.nodes, id!, JSON.stringify({ ...rec, hostinfo: { ...BAD_HOSTINFO, Hostname: 'planted' }, endpoints: BAD_ENDPOINTS, capVersion: 142.5 }));
     // The running service holds its own copy; a rename makes it read and publish the record again.
     await admin.renameNode(who, Number(id), 'planted-renamed');
     planted.start();

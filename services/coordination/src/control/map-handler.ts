@@ -7,7 +7,7 @@ import type { Logger } from '../../../../shared/log.ts';
 import { redact } from '../../../../shared/log.ts';
 import type { NodeRecord } from '../../../../shared/model.ts';
 import type { Store } from '../state/store.ts';
-import { cleanEndpoints, cleanHostinfo } from './hostinfo.ts';
+import { cleanEndpoints, cleanHostinfo, isCapVersion } from './hostinfo.ts';
 import { encodeJsonFrame } from './map-frame.ts';
 import type { MapHub } from './map-hub.ts';
 import { MIN_CAP_VERSION } from './register.ts';
@@ -65,7 +65,8 @@ export async function handleMap(
   res: Http2ServerResponse,
 ): Promise<void> {
   if (typeof req !== 'object' || req === null) throw new MapRequestError(400, 'map request must be a JSON object');
-  if (typeof req.Version !== 'number' || req.Version < MIN_CAP_VERSION) {
+  if (!isCapVersion(req.Version)) throw new MapRequestError(400, 'Version must be the client\'s capability version (a whole number)');
+  if (req.Version < MIN_CAP_VERSION) {
     throw new MapRequestError(400, `client too old (capability version ${req.Version}); this server needs ${MIN_CAP_VERSION} or newer`);
   }
   const nodeKey = normaliseKey('nodekey', req.NodeKey);

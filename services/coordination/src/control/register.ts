@@ -12,7 +12,7 @@ import type { NodeRecord, PendingAuth, UserRecord } from '../../../../shared/mod
 import { isExpired } from '../map/map-builder.ts';
 import { StateError, type Store } from '../state/store.ts';
 import type { Tailnet } from '../state/tailnet.ts';
-import { cleanHostinfo } from './hostinfo.ts';
+import { cleanHostinfo, isCapVersion } from './hostinfo.ts';
 import { goTime, type Hostinfo, type RegisterRequest, type RegisterResponse } from './tailcfg.ts';
 
 export const MIN_CAP_VERSION = 113;
@@ -96,7 +96,8 @@ export class Registrar {
     // Hostinfo is stored and shown to every peer: only what their clients can decode (hostinfo.ts).
     const call: RegisterCall = { ...raw, req: { ...raw.req, Hostinfo: cleanHostinfo(raw.req.Hostinfo) } };
     const { req, machineKey, clientIp } = call;
-    if (typeof req.Version !== 'number' || req.Version < MIN_CAP_VERSION) {
+    if (!isCapVersion(req.Version)) throw new RegisterError(400, 'Version must be the client\'s capability version (a whole number)');
+    if (req.Version < MIN_CAP_VERSION) {
       throw new RegisterError(400, `client too old (capability version ${req.Version}); this server needs ${MIN_CAP_VERSION} (Tailscale 1.80) or newer`);
     }
     const nodeKey = normaliseKey('nodekey', req.NodeKey);

@@ -3,7 +3,7 @@
 // change, not once per receiving session.
 import type { Config } from '../../../../shared/config.ts';
 import type { NodeRecord, UserRecord } from '../../../../shared/model.ts';
-import { cleanEndpoints, cleanHostinfo } from '../control/hostinfo.ts';
+import { cleanEndpoints, cleanHostinfo, isCapVersion } from '../control/hostinfo.ts';
 import type { DERPMap, FilterRule, MapResponse, Node, PeerChange, UserProfile } from '../control/tailcfg.ts';
 
 export interface MapContext {
@@ -49,7 +49,7 @@ export function toTailNode(ctx: MapContext, n: NodeRecord, now = Date.now()): No
   const endpoints = cleanEndpoints(n.endpoints);
   if (endpoints.length > 0) node.Endpoints = endpoints;
   if (n.homeDerp) node.HomeDERP = n.homeDerp;
-  if (n.capVersion) node.Cap = n.capVersion;
+  if (n.capVersion && isCapVersion(n.capVersion)) node.Cap = n.capVersion;
   // Clients read LastSeen only for offline peers; sending it for an online one confuses them.
   if (!online && n.lastSeen) node.LastSeen = n.lastSeen;
   return node;
