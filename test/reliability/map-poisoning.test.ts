@@ -1,9 +1,10 @@
 // One registered node must not be able to break every other node's network map. The official client decodes maps
-// into typed Go structs, so a peer's Hostinfo field of the wrong JSON type (OS: 5) or an endpoint that is not
-// "ip:port" made it reject every MapResponse ("PollNetMap: json: cannot unmarshal number into Go struct field
-// Node.Peers.Hostinfo.OS of type string") — found by fuzz-coordination.test.ts. Shown here with the official client:
-// (as is a fractional capability version in Node.Cap). A node sends such values by register, by map request, and one is planted straight into Redis (a record stored
-// before the server cleaned them); the official client keeps receiving maps and sees a node that joins afterwards.
+// into typed Go structs, so a peer's Hostinfo field of the wrong JSON type (OS: 5), an endpoint that is not "ip:port"
+// or a fractional Node.Cap made it reject every MapResponse ("PollNetMap: json: cannot unmarshal number into Go
+// struct field Node.Peers.Hostinfo.OS of type string") — found by fuzz-coordination.test.ts. Shown here with the
+// official client: a node sends such values by register and by map request, and one record is planted straight into
+// Redis (stored before the server cleaned them); the official client keeps receiving maps and sees a node that joins
+// afterwards.
 import path from 'node:path';
 import test from 'ava';
 import { AdminClient } from '../../shared/admin-client.ts';
