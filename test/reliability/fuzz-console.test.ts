@@ -5,6 +5,7 @@
 import test from 'ava';
 import fc from 'fast-check';
 import { Client } from '../console/console-client.ts';
+import { batches } from './lib/fuzz-batches.ts';
 import { startImage, type Image } from '../harness/image.ts';
 import { CONSOLE_PASSWORD } from './lib/supervised-image.ts';
 
@@ -68,13 +69,15 @@ test.serial('the sign-in form, fed random bodies from an anonymous browser, neve
   const anon = new Client(image.url, '127.0.0.9');
   const token = await anon.loginForm();
   const statuses: Record<number, number> = {};
-  await fc.assert(
-    fc.asyncProperty(body(() => token), async (b) => {
-      const r = await anon.request('/console/login', { method: 'POST', body: b.text, headers: b.type ? { 'content-type': b.type } : {} });
-      statuses[r.status] = (statuses[r.status] ?? 0) + 1;
-      check('/console/login', r);
-    }),
-    { numRuns: 150 },
+  await batches(t, 'sign-in form bodies', 'console', image.procs.console!.proc.pid!, 150, () =>
+    fc.assert(
+      fc.asyncProperty(body(() => token), async (b) => {
+        const r = await anon.request('/console/login', { method: 'POST', body: b.text, headers: b.type ? { 'content-type': b.type } : {} });
+        statuses[r.status] = (statuses[r.status] ?? 0) + 1;
+        check('/console/login', r);
+      }),
+      { numRuns: 150 },
+    ),
   );
   t.log(JSON.stringify(statuses), `known EPIPE 502s so far: ${knownEpipe502}`);
   t.is((await new Client(image.url).request('/console/login')).status, 200);
@@ -96,13 +99,15 @@ test.serial('every administrator form, fed random fields with a valid session an
     '/console/account/password',
   ];
   const statuses: Record<string, number> = {};
-  await fc.assert(
-    fc.asyncProperty(fc.constantFrom(...paths), body(() => csrf), async (path, b) => {
-      const r = await admin.request(path, { method: 'POST', body: b.text, headers: b.type ? { 'content-type': b.type } : {} });
-      statuses[r.status] = (statuses[r.status] ?? 0) + 1;
-      check(path, r);
-    }),
-    { numRuns: 300 },
+  await batches(t, 'administrator form bodies', 'console', image.procs.console!.proc.pid!, 300, () =>
+    fc.assert(
+      fc.asyncProperty(fc.constantFrom(...paths), body(() => csrf), async (path, b) => {
+        const r = await admin.request(path, { method: 'POST', body: b.text, headers: b.type ? { 'content-type': b.type } : {} });
+        statuses[r.status] = (statuses[r.status] ?? 0) + 1;
+        check(path, r);
+      }),
+      { numRuns: 300 },
+    ),
   );
   t.log(JSON.stringify(statuses), `known EPIPE 502s so far: ${knownEpipe502}`);
   t.is(image.procs.console!.proc.exitCode, null, 'console still running');

@@ -12,6 +12,7 @@ import fc from 'fast-check';
 import { AdminClient } from '../../shared/admin-client.ts';
 import { serverKey } from '../coordination/control-client.ts';
 import { CAP_VERSION, dialControl, initiate } from '../coordination/noise-client.ts';
+import { batches, FUZZ_BATCHES } from './lib/fuzz-batches.ts';
 import { startImage, type Image } from '../harness/image.ts';
 import { waitUntil } from './lib/fleet.ts';
 import { SimNode } from './lib/sim-node.ts';
@@ -65,29 +66,31 @@ function closes(s: Duplex, ms: number): Promise<boolean> {
 test.serial('Noise initiation: random and bit-flipped handshakes are refused (HTTP 400, error frame or close), never accepted', async (t) => {
   const valid = initiate({ serverPublic }).initiation;
   const kinds: Record<string, number> = {};
-  await fc.assert(
-    fc.asyncProperty(
-      fc.oneof(
-        fc.uint8Array({ maxLength: 160 }).map((b) => Buffer.from(b).toString('base64')),
-        fc.tuple(fc.nat(valid.length - 1), fc.integer({ min: 1, max: 255 })).map(([i, x]) => {
-          const m = Buffer.from(valid);
-          m[i] ^= x;
-          return m.toString('base64');
-        }),
-        fc.string({ maxLength: 200 }).filter((s) => !/[\r\n]/.test(s)),
-        fc.constant(''),
+  await batches(t, 'Noise initiation (random and bit-flipped)', 'coordination', image.procs.coordination!.proc.pid!, 150, () =>
+    fc.assert(
+      fc.asyncProperty(
+        fc.oneof(
+          fc.uint8Array({ maxLength: 160 }).map((b) => Buffer.from(b).toString('base64')),
+          fc.tuple(fc.nat(valid.length - 1), fc.integer({ min: 1, max: 255 })).map(([i, x]) => {
+            const m = Buffer.from(valid);
+            m[i] ^= x;
+            return m.toString('base64');
+          }),
+          fc.string({ maxLength: 200 }).filter((s) => !/[\r\n]/.test(s)),
+          fc.constant(''),
+        ),
+        async (text) => {
+          const r = await dialControl({ port: image.port, serverPublic, handshakeText: text });
+          kinds[r.kind] = (kinds[r.kind] ?? 0) + 1;
+          if (r.kind === 'ok') {
+            r.conn.destroy();
+            throw new Error(`a forged initiation was accepted: ${text}`);
+          }
+          if (r.kind === 'http' && r.status >= 500) throw new Error(`HTTP ${r.status} for ${text}`);
+        },
       ),
-      async (text) => {
-        const r = await dialControl({ port: image.port, serverPublic, handshakeText: text });
-        kinds[r.kind] = (kinds[r.kind] ?? 0) + 1;
-        if (r.kind === 'ok') {
-          r.conn.destroy();
-          throw new Error(`a forged initiation was accepted: ${text}`);
-        }
-        if (r.kind === 'http' && r.status >= 500) throw new Error(`HTTP ${r.status} for ${text}`);
-      },
+      { numRuns: 150 },
     ),
-    { numRuns: 150 },
   );
   t.log(JSON.stringify(kinds));
   await stillServing(t, 'after initiation fuzzing');
@@ -95,21 +98,23 @@ test.serial('Noise initiation: random and bit-flipped handshakes are refused (HT
 
 test.serial('Noise transport: random bytes after a real handshake close that connection only', async (t) => {
   let closed = 0;
-  await fc.assert(
-    fc.asyncProperty(fc.uint8Array({ minLength: 1, maxLength: 9000 }), async (bytes) => {
-      const r = await dialControl({ port: image.port, serverPublic });
-      if (r.kind !== 'ok') throw new Error(`dial: ${r.kind}`);
-      r.conn.on('error', () => {});
-      // The garbage, then enough zeros to complete any frame it started (at most 3 + 65535 bytes), so every case is
-      // decided now instead of at the handshake deadline.
-      r.socket.write(bytes);
-      r.socket.write(Buffer.alloc(65_540));
-      if (await closes(r.socket, 5_000)) closed++;
-      r.socket.destroy();
-    }),
-    { numRuns: 80 },
+  await batches(t, 'Noise transport frames after a handshake', 'coordination', image.procs.coordination!.proc.pid!, 80, () =>
+    fc.assert(
+      fc.asyncProperty(fc.uint8Array({ minLength: 1, maxLength: 9000 }), async (bytes) => {
+        const r = await dialControl({ port: image.port, serverPublic });
+        if (r.kind !== 'ok') throw new Error(`dial: ${r.kind}`);
+        r.conn.on('error', () => {});
+        // The garbage, then enough zeros to complete any frame it started (at most 3 + 65535 bytes), so every case is
+        // decided now instead of at the handshake deadline.
+        r.socket.write(bytes);
+        r.socket.write(Buffer.alloc(65_540));
+        if (await closes(r.socket, 5_000)) closed++;
+        r.socket.destroy();
+      }),
+      { numRuns: 80 },
+    ),
   );
-  t.is(closed, 80, 'every connection that sent garbage was closed by the server');
+  t.is(closed, 80 * FUZZ_BATCHES, 'every connection that sent garbage was closed by the server');
   await stillServing(t, 'after transport fuzzing');
 });
 
@@ -127,23 +132,25 @@ const h2Frame = fc
 const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
 
 test.serial('HTTP/2 inside Noise: random frames after the preface, and random bytes instead of it, only end that session', async (t) => {
-  await fc.assert(
-    fc.asyncProperty(
-      fc.oneof(
-        fc.array(h2Frame, { minLength: 1, maxLength: 8 }).map((frames) => Buffer.concat([PREFACE, ...frames])),
-        fc.uint8Array({ minLength: 1, maxLength: 2000 }).map((b) => Buffer.from(b)),
+  await batches(t, 'HTTP/2 frames inside Noise', 'coordination', image.procs.coordination!.proc.pid!, 150, () =>
+    fc.assert(
+      fc.asyncProperty(
+        fc.oneof(
+          fc.array(h2Frame, { minLength: 1, maxLength: 8 }).map((frames) => Buffer.concat([PREFACE, ...frames])),
+          fc.uint8Array({ minLength: 1, maxLength: 2000 }).map((b) => Buffer.from(b)),
+        ),
+        async (bytes) => {
+          const r = await dialControl({ port: image.port, serverPublic });
+          if (r.kind !== 'ok') throw new Error(`dial: ${r.kind}`);
+          r.conn.on('error', () => {});
+          r.conn.resume();
+          r.conn.write(bytes);
+          await closes(r.conn, 300);
+          r.conn.destroy();
+        },
       ),
-      async (bytes) => {
-        const r = await dialControl({ port: image.port, serverPublic });
-        if (r.kind !== 'ok') throw new Error(`dial: ${r.kind}`);
-        r.conn.on('error', () => {});
-        r.conn.resume();
-        r.conn.write(bytes);
-        await closes(r.conn, 300);
-        r.conn.destroy();
-      },
+      { numRuns: 150 },
     ),
-    { numRuns: 150 },
   );
   await stillServing(t, 'after HTTP/2 fuzzing');
 });
@@ -194,13 +201,15 @@ test.serial('register and map: random JSON shapes get an answer below 500, and l
   const body = fc.oneof({ arbitrary: shaped.map((x) => JSON.stringify(x)), weight: 6 }, { arbitrary: fc.jsonValue().map((x) => JSON.stringify(x)), weight: 2 }, { arbitrary: fc.string(), weight: 1 });
   const statuses: Record<string, number> = {};
   try {
-    await fc.assert(
-      fc.asyncProperty(fc.constantFrom('/machine/register', '/machine/map'), body, async (path, text) => {
-        const status = await statusOf(session, path, text);
-        statuses[`${path} ${status}`] = (statuses[`${path} ${status}`] ?? 0) + 1;
-        if (status >= 500) throw new Error(`${path} answered ${status} to ${text.slice(0, 500)}`);
-      }),
-      { numRuns: 300 },
+    await batches(t, 'register/map JSON shapes', 'coordination', image.procs.coordination!.proc.pid!, 300, () =>
+      fc.assert(
+        fc.asyncProperty(fc.constantFrom('/machine/register', '/machine/map'), body, async (path, text) => {
+          const status = await statusOf(session, path, text);
+          statuses[`${path} ${status}`] = (statuses[`${path} ${status}`] ?? 0) + 1;
+          if (status >= 500) throw new Error(`${path} answered ${status} to ${text.slice(0, 500)}`);
+        }),
+        { numRuns: 300 },
+      ),
     );
   } finally {
     session.destroy();

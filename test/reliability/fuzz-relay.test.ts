@@ -13,6 +13,7 @@ import { DerpClient } from '../../services/relay/src/derp-client.ts';
 import { encodeFrame, FrameType } from '../../services/relay/src/frames.ts';
 import { bindingRequest, parseBindingRequest, parseBindingResponse } from '../../services/relay/src/stun.ts';
 import { serverKey } from '../coordination/control-client.ts';
+import { batches, FUZZ_BATCHES } from './lib/fuzz-batches.ts';
 import { startImage, type Image } from '../harness/image.ts';
 import { SimNode } from './lib/sim-node.ts';
 
@@ -75,23 +76,25 @@ const frame = fc
 test.serial('random frames from a logged-in client end that connection at most; the relay keeps relaying for others', async (t) => {
   await relayWorks(t, 'before');
   let closedByRelay = 0;
-  await fc.assert(
-    fc.asyncProperty(fc.array(frame, { minLength: 1, maxLength: 6 }), async (frames) => {
-      const c = await connect(members[2]);
-      try {
-        await c.waitFor('serverInfo');
-        for (const f of frames) c.writeRaw(f);
-        // A frame that is malformed for its type closes the connection at once; a body still owed (a lying
-        // length) is simply waited for. Either way only this connection is affected.
-        await Promise.race([c.closed, new Promise((r) => setTimeout(r, 150))]);
-        if (c.isClosed) closedByRelay++;
-      } finally {
-        c.close();
-      }
-    }),
-    { numRuns: 100 },
+  await batches(t, 'DERP frames after login', 'relay', image.procs.relay!.proc.pid!, 100, () =>
+    fc.assert(
+      fc.asyncProperty(fc.array(frame, { minLength: 1, maxLength: 6 }), async (frames) => {
+        const c = await connect(members[2]);
+        try {
+          await c.waitFor('serverInfo');
+          for (const f of frames) c.writeRaw(f);
+          // A frame that is malformed for its type closes the connection at once; a body still owed (a lying
+          // length) is simply waited for. Either way only this connection is affected.
+          await Promise.race([c.closed, new Promise((r) => setTimeout(r, 150))]);
+          if (c.isClosed) closedByRelay++;
+        } finally {
+          c.close();
+        }
+      }),
+      { numRuns: 100 },
+    ),
   );
-  t.log(`${closedByRelay}/100 connections closed by the relay for a malformed frame`);
+  t.log(`${closedByRelay}/${100 * FUZZ_BATCHES} connections closed by the relay for a malformed frame`);
   await relayWorks(t, 'after frame fuzzing');
 });
 
@@ -128,27 +131,29 @@ function closedWithin(s: net.Socket, ms: number): Promise<boolean> {
 
 test.serial('random bytes or a random ClientInfo instead of a login close that connection; the relay keeps relaying', async (t) => {
   let closed = 0;
-  await fc.assert(
-    fc.asyncProperty(
-      fc.oneof(
-        fc.uint8Array({ minLength: 1, maxLength: 3000 }).map((b) => Buffer.from(b)),
-        fc.uint8Array({ maxLength: 400 }).map((b) => encodeFrame(FrameType.ClientInfo, b)),
+  await batches(t, 'bytes or ClientInfo instead of a login', 'relay', image.procs.relay!.proc.pid!, 80, () =>
+    fc.assert(
+      fc.asyncProperty(
+        fc.oneof(
+          fc.uint8Array({ minLength: 1, maxLength: 3000 }).map((b) => Buffer.from(b)),
+          fc.uint8Array({ maxLength: 400 }).map((b) => encodeFrame(FrameType.ClientInfo, b)),
+        ),
+        async (bytes) => {
+          const s = await rawDerp();
+          s.on('error', () => {});
+          s.resume();
+          // The garbage, then zeros enough to complete any login frame it announced, so each case is decided now
+          // rather than at the login deadline (which the next test shows on its own).
+          s.write(bytes);
+          s.write(Buffer.alloc(70_000));
+          if (await closedWithin(s, 5_000)) closed++;
+          s.destroy();
+        },
       ),
-      async (bytes) => {
-        const s = await rawDerp();
-        s.on('error', () => {});
-        s.resume();
-        // The garbage, then zeros enough to complete any login frame it announced, so each case is decided now
-        // rather than at the login deadline (which the next test shows on its own).
-        s.write(bytes);
-        s.write(Buffer.alloc(70_000));
-        if (await closedWithin(s, 5_000)) closed++;
-        s.destroy();
-      },
+      { numRuns: 80 },
     ),
-    { numRuns: 80 },
   );
-  t.is(closed, 80, 'every connection that sent garbage instead of a login was closed');
+  t.is(closed, 80 * FUZZ_BATCHES, 'every connection that sent garbage instead of a login was closed');
   await relayWorks(t, 'after login fuzzing');
 });
 
@@ -183,21 +188,23 @@ test.serial('STUN on the real port: random and bit-flipped datagrams get no cras
   const answers: Buffer[] = [];
   s.on('message', (m) => answers.push(m));
   const valid = bindingRequest(crypto.randomBytes(12));
-  await fc.assert(
-    fc.asyncProperty(
-      fc.oneof(
-        fc.uint8Array({ maxLength: 1400 }).map((b) => Buffer.from(b)),
-        fc.tuple(fc.nat(valid.length - 1), fc.integer({ min: 1, max: 255 })).map(([i, x]) => {
-          const m = Buffer.from(valid);
-          m[i] ^= x;
-          return m;
-        }),
+  await batches(t, 'STUN datagrams (random, bit-flipped)', 'relay', image.procs.relay!.proc.pid!, 2_000, () =>
+    fc.assert(
+      fc.asyncProperty(
+        fc.oneof(
+          fc.uint8Array({ maxLength: 1400 }).map((b) => Buffer.from(b)),
+          fc.tuple(fc.nat(valid.length - 1), fc.integer({ min: 1, max: 255 })).map(([i, x]) => {
+            const m = Buffer.from(valid);
+            m[i] ^= x;
+            return m;
+          }),
+        ),
+        async (d) => {
+          await new Promise<void>((r) => s.send(d, image.stunPort, '127.0.0.1', () => r()));
+        },
       ),
-      async (d) => {
-        await new Promise<void>((r) => s.send(d, image.stunPort, '127.0.0.1', () => r()));
-      },
+      { numRuns: 2_000 },
     ),
-    { numRuns: 2_000 },
   );
   // Afterwards a proper request is answered with our own address and port.
   const tx = crypto.randomBytes(12);

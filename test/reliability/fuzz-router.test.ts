@@ -10,6 +10,7 @@ import fc from 'fast-check';
 import ipaddr from 'ipaddr.js';
 import { parseConfig } from '../../shared/config.ts';
 import { resolveClientAddress } from '../../router/src/client-ip.ts';
+import { batches, FUZZ_BATCHES } from './lib/fuzz-batches.ts';
 import { startImage, type Image } from '../harness/image.ts';
 import { rawExchange, dechunk } from './lib/raw-http.ts';
 
@@ -53,35 +54,37 @@ const headerSet = fc.record({
 test('random forwarding headers: the service sees the rule\'s address and never the client\'s headers; the router stays up', async (t) => {
   let answered = 0;
   let refused = 0;
-  await fc.assert(
-    fc.asyncProperty(headerSet, async (h) => {
-      const lines: string[] = ['GET /fuzz HTTP/1.1', 'Host: fuzz'];
-      for (const v of h.xff) lines.push(`X-Forwarded-For:${h.spacing}${v}${h.spacing}`);
-      if (h.realIp !== undefined) lines.push(`X-Real-IP: ${h.realIp}`);
-      if (h.forwarded !== undefined) lines.push(`Forwarded: ${h.forwarded}`);
-      if (h.trueClient !== undefined) lines.push(`True-Client-IP: ${h.trueClient}`);
-      lines.push('Connection: close', '', '');
-      const r = await rawExchange(image.port, lines.join('\r\n'));
-      if (r.status === 400) {
-        // Node's parser refuses control characters in a header value: that connection only.
-        refused++;
-        return;
-      }
-      if (r.status !== 200) throw new Error(`router answered ${r.status}: ${r.head}`);
-      answered++;
-      const seen = JSON.parse(dechunk(r.head, r.body).toString('utf8')) as Record<string, string>;
-      // What Node hands the router: each header line's value without surrounding spaces and tabs.
-      const xffLines = h.xff.map((v) => v.replace(/^[ \t]+|[ \t]+$/g, ''));
-      const expected = resolveClientAddress('127.0.0.1', xffLines.length ? xffLines : undefined, trusted);
-      if (seen['x-hse-client-ip'] !== expected) throw new Error(`client address ${seen['x-hse-client-ip']}, rule says ${expected}`);
-      if (!ipaddr.isValid(seen['x-hse-client-ip'])) throw new Error(`not an address: ${seen['x-hse-client-ip']}`);
-      if (seen['x-forwarded-for'] !== expected) throw new Error(`X-Forwarded-For passed on as ${seen['x-forwarded-for']}`);
-      for (const forged of ['x-real-ip', 'forwarded', 'true-client-ip']) if (forged in seen) throw new Error(`${forged} reached the service`);
-    }),
-    { numRuns: 300 },
+  await batches(t, 'forwarding-header sets', 'router', image.procs.router!.proc.pid!, 300, () =>
+    fc.assert(
+      fc.asyncProperty(headerSet, async (h) => {
+        const lines: string[] = ['GET /fuzz HTTP/1.1', 'Host: fuzz'];
+        for (const v of h.xff) lines.push(`X-Forwarded-For:${h.spacing}${v}${h.spacing}`);
+        if (h.realIp !== undefined) lines.push(`X-Real-IP: ${h.realIp}`);
+        if (h.forwarded !== undefined) lines.push(`Forwarded: ${h.forwarded}`);
+        if (h.trueClient !== undefined) lines.push(`True-Client-IP: ${h.trueClient}`);
+        lines.push('Connection: close', '', '');
+        const r = await rawExchange(image.port, lines.join('\r\n'));
+        if (r.status === 400) {
+          // Node's parser refuses control characters in a header value: that connection only.
+          refused++;
+          return;
+        }
+        if (r.status !== 200) throw new Error(`router answered ${r.status}: ${r.head}`);
+        answered++;
+        const seen = JSON.parse(dechunk(r.head, r.body).toString('utf8')) as Record<string, string>;
+        // What Node hands the router: each header line's value without surrounding spaces and tabs.
+        const xffLines = h.xff.map((v) => v.replace(/^[ \t]+|[ \t]+$/g, ''));
+        const expected = resolveClientAddress('127.0.0.1', xffLines.length ? xffLines : undefined, trusted);
+        if (seen['x-hse-client-ip'] !== expected) throw new Error(`client address ${seen['x-hse-client-ip']}, rule says ${expected}`);
+        if (!ipaddr.isValid(seen['x-hse-client-ip'])) throw new Error(`not an address: ${seen['x-hse-client-ip']}`);
+        if (seen['x-forwarded-for'] !== expected) throw new Error(`X-Forwarded-For passed on as ${seen['x-forwarded-for']}`);
+        for (const forged of ['x-real-ip', 'forwarded', 'true-client-ip']) if (forged in seen) throw new Error(`${forged} reached the service`);
+      }),
+      { numRuns: 300 },
+    ),
   );
   t.log(`${answered} answered, ${refused} refused by the HTTP parser`);
-  t.true(answered > 150, 'most requests reached the service');
+  t.true(answered > 150 * FUZZ_BATCHES, 'most requests reached the service');
   t.is(image.procs.router!.proc.exitCode, null, 'router still running');
   t.true(fs.existsSync(image.socket('coordination')));
 });
