@@ -24,6 +24,8 @@ export interface CrashOutcome {
   derpBackMs: number;
   /** Official clients: from the kill until each is seen back on its map stream (coordination log), by name. */
   officialBackMs: Record<string, number | null>;
+  /** Official clients: from the kill until the relay logged each one connected again (router and relay kills). */
+  officialDerpBackMs: Record<string, number | null>;
   /** From the kill until every node — simulated and official — has a node that registered after the crash, online. */
   newPeerSeenMs: number;
   /** Registered entries (nodes, users, keys) missing or changed afterwards. */
@@ -38,6 +40,8 @@ export interface CrashContext {
   redis: Redis;
   serverPublic: Buffer;
   authKey: string;
+  /** Official clients' node keys ("nodekey:<hex>") by name, to find their relay reconnections in the relay log. */
+  officialNodeKeys?: Record<string, string>;
   /** Patience for each stage. */
   timeoutMs?: number;
 }
@@ -46,6 +50,17 @@ export interface CrashContext {
 function lineTime(line: string): number {
   const m = /(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z) +(INFO|WARN|DEBUG|ERROR)/.exec(line);
   return m ? Date.parse(m[1]) : NaN;
+}
+
+/** First "relay client connected … key=<prefix>" the relay logged after `since`, as a time; null if none. */
+export function relayConnectedAfter(log: string, nodeKey: string, since: number): number | null {
+  const prefix = nodeKey.slice(0, 20);
+  for (const line of log.split('\n')) {
+    if (!line.includes('relay client connected') || !line.includes(`key=${prefix}`)) continue;
+    const t = lineTime(line);
+    if (t >= since) return t;
+  }
+  return null;
 }
 
 /** First "node online node=<name>" the coordination service logged after `since`, as a time; null if none. */
@@ -106,6 +121,20 @@ export async function crashAndRecover(ctx: CrashContext, app: AppName): Promise<
     }
   }
 
+  const officialDerpBackMs: Record<string, number | null> = {};
+  if (ctx.officialNodeKeys && (app === 'router' || app === 'relay')) {
+    // The official client redials its home relay on its own schedule; give it the stage's patience.
+    const deadline = Date.now() + timeoutMs;
+    for (const [name, key] of Object.entries(ctx.officialNodeKeys)) {
+      let t: number | null = null;
+      while (t === null && Date.now() < deadline) {
+        t = relayConnectedAfter(await ctx.image.log('relay'), key, killedAt);
+        if (t === null) await sleep(250);
+      }
+      officialDerpBackMs[name] = t === null ? null : t - killedAt;
+    }
+  }
+
   const after = await registrations(ctx.redis);
   return {
     app,
@@ -116,6 +145,7 @@ export async function crashAndRecover(ctx: CrashContext, app: AppName): Promise<
     derpBroken: derpBroken.length,
     derpBackMs: derpBroken.length ? Math.max(...derpBroken.map((d) => d.readySince - killedAt)) : 0,
     officialBackMs,
+    officialDerpBackMs,
     newPeerSeenMs,
     lost: lost(before, after),
   };

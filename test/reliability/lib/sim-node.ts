@@ -49,6 +49,9 @@ export class SimNode {
   streamSince = 0;
   /** Number of streams that delivered a full map, over the node's life. */
   streamsOpened = 0;
+  /** Keep-alive messages received, and when any message last arrived (ms since epoch). */
+  keepAlives = 0;
+  lastMessageAt = 0;
   /** Streams the server ended cleanly (closed the stream, or the connection with a FIN) after their full map. */
   cleanEnds = 0;
   /** Connection attempts that failed (dial, HTTP status, stream error), over the node's life. */
@@ -193,6 +196,8 @@ export class SimNode {
   }
 
   private apply(m: MapResponse): void {
+    this.lastMessageAt = Date.now();
+    if (m.KeepAlive) this.keepAlives++;
     if (m.Node) this.self = { id: m.Node.ID, name: m.Node.Name, addresses: [...(m.Node.Addresses ?? [])] };
     if (m.Peers) for (const p of m.Peers) this.peers.set(p.ID, p.Online === true);
     if (m.PeersChanged) for (const p of m.PeersChanged) this.peers.set(p.ID, p.Online === true);
