@@ -58,7 +58,9 @@ function app(name, script, extra = {}) {
 }
 
 const apps = [];
-if (setting('HSE_REDIS_URL') === '') apps.push(app('redis', 'services/redis/src/main.ts'));
+// The launcher forwards the stop signal to redis-server itself; pm2's default tree kill would signal redis-server a
+// second time, which Redis answers with "You insist... exiting now" (exit 1, no clean shutdown).
+if (setting('HSE_REDIS_URL') === '') apps.push(app('redis', 'services/redis/src/main.ts', { treekill: false }));
 apps.push(app('router', 'router/src/main.ts'));
 apps.push(app('coordination', 'services/coordination/src/main.ts'));
 apps.push(app('console', 'services/console/src/main.ts'));
