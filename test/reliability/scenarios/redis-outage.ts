@@ -48,14 +48,16 @@ export async function runRedisOutage(opts: { nodes: number; outageSeconds: numbe
     const downAt = Date.now();
     await redis.kill9();
     const register = { Version: CAP_VERSION, NodeKey: late.nodeKey, Hostinfo: { Hostname: 'late', OS: 'linux' }, Auth: { AuthKey: authKey } };
-    const seen = { register: {} as Record<string, number>, console: {} as Record<string, number>, health: {} as Record<string, number>, slowestRegisterMs: 0 };
+    const seen = { register: {} as Record<string, number>, console: {} as Record<string, number>, health: {} as Record<string, number>, slowestRegisterMs: 0, slowestConsoleMs: 0 };
     const bump = (m: Record<string, number>, k: string | number) => (m[String(k)] = (m[String(k)] ?? 0) + 1);
     while (Date.now() - downAt < opts.outageSeconds * 1000) {
       const t0 = Date.now();
       const r = await late.post('/machine/register', register).catch((e: Error) => ({ status: 0, body: e.message }));
       seen.slowestRegisterMs = Math.max(seen.slowestRegisterMs, Date.now() - t0);
       bump(seen.register, r.status === 503 && /retrying shortly is safe/.test(r.body) ? '503 retry' : r.status);
+      const t1 = Date.now();
       const page = await browser.request('/console/machines');
+      seen.slowestConsoleMs = Math.max(seen.slowestConsoleMs, Date.now() - t1);
       bump(seen.console, page.status === 503 && /Store unavailable/.test(page.body) && !/\bat [^\n]*\.(ts|js):\d+/.test(page.body) ? '503 store unavailable' : page.status);
       bump(seen.health, (await fetch(`${image.url}/health`)).status);
       await sleep(1_000);
@@ -98,8 +100,8 @@ export async function runRedisOutage(opts: { nodes: number; outageSeconds: numbe
       `Redis killed (-9) for ${opts.outageSeconds} s under the running image: ${opts.nodes} simulated nodes on map streams, 1 relay user${official ? ', 2 official clients' : ''}, a signed-in console user; a new device retrying registration every second. Raw: ${file}`,
       '',
       table(
-        ['map streams kept through the outage', 'keep-alives received meanwhile', 'official clients cut', 'relay connection kept', 'new registration answered', 'slowest answer', 'console page', 'health check', 'registration works again', 'new node seen by all', 'console works again'],
-        [[`${streamsKept}/${opts.nodes}`, keepAlivesDuring, official ? `${officialDropped}/2` : '—', relayKept ? 'yes' : 'no', fmt(seen.register), `${secs(seen.slowestRegisterMs)} s`, fmt(seen.console), fmt(seen.health), `${secs(registeredMs)} s`, `${secs(newNodeSeenMs)} s`, `${secs(consoleMs)} s`]],
+        ['map streams kept through the outage', 'keep-alives received meanwhile', 'official clients cut', 'relay connection kept', 'new registration answered', 'slowest answer', 'console page', 'slowest page', 'health check', 'registration works again', 'new node seen by all', 'console works again'],
+        [[`${streamsKept}/${opts.nodes}`, keepAlivesDuring, official ? `${officialDropped}/2` : '—', relayKept ? 'yes' : 'no', fmt(seen.register), `${secs(seen.slowestRegisterMs)} s`, fmt(seen.console), `${secs(seen.slowestConsoleMs)} s`, fmt(seen.health), `${secs(registeredMs)} s`, `${secs(newNodeSeenMs)} s`, `${secs(consoleMs)} s`]],
       ),
     ].join('\n');
   } finally {
