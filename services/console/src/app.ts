@@ -1,6 +1,7 @@
 // The console as a Koa application: middleware order and routes. Everything it needs is passed in (main.ts wires the
 // real Redis connections), so the order below is the whole request pipeline:
 //   errors -> security headers -> cookie security -> static files -> readiness -> session -> CSRF -> routes -> 404
+import { drainRequestBody } from './request/drain-body.ts';
 import Router from '@koa/router';
 import type { Redis } from 'ioredis';
 import Koa, { type Context, type Next } from 'koa';
@@ -79,6 +80,7 @@ export function createConsole(d: ConsoleDeps): ConsoleApp {
     const account = s ? await accounts.get(s.account) : null;
     return s && account && !account.disabled ? { username: account.username, role: account.role, csrf: s.csrf } : null;
   };
+  app.use(drainRequestBody);
   app.use(errorHandler({ redis, log, csp, viewer: viewerOf }));
   app.use(securityHeaders(csp));
   app.use(async (ctx: Context, next: Next) => {
