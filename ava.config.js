@@ -1,7 +1,7 @@
 export default {
   files: ['test/**/*.test.ts'],
   extensions: { ts: 'module' },
-  timeout: '120s',
+  timeout: '300s',
   workerThreads: false,
   concurrency: 2,
   verbose: true,
