@@ -5,7 +5,7 @@
 //   node test/reliability/run-faults.ts restart     [--nodes 300]
 //   node test/reliability/run-faults.ts redis       [--nodes 100] [--outage 75]
 //   node test/reliability/run-faults.ts durability  [--iterations 200]
-//   node test/reliability/run-faults.ts floods
+//   node test/reliability/run-faults.ts floods      [--rounds 2]
 //   node test/reliability/run-faults.ts fuzz        [--batches 10]
 //
 // (node = the pinned one: node_modules/.bin/node.) Each prints a Markdown table on stdout and keeps the raw numbers
@@ -23,7 +23,7 @@ const { positionals, values } = parseArgs({
   allowPositionals: true,
   options: {
     nodes: { type: 'string' },
-    rounds: { type: 'string', default: '1' },
+    rounds: { type: 'string' },
     outage: { type: 'string', default: '75' },
     iterations: { type: 'string', default: '200' },
     batches: { type: 'string', default: '10' },
@@ -37,7 +37,7 @@ const runs: Record<string, () => Promise<string>> = {
   restart: () => runRestart({ nodes: num(values.nodes, 300) }),
   redis: () => runRedisOutage({ nodes: num(values.nodes, 100), outageSeconds: num(values.outage, 75) }),
   durability: () => runDurability({ iterations: num(values.iterations, 200) }),
-  floods: () => runFloods(),
+  floods: () => runFloods({ rounds: num(values.rounds, 2) }),
   fuzz: () => runFuzzSoak({ batches: num(values.batches, 10) }),
 };
 

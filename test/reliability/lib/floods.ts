@@ -305,9 +305,9 @@ export async function signInSpray(base: string, redis: Redis, addresses: string[
   return { attempts: addresses.length, ...Object.fromEntries(Object.entries(statuses).map(([k, v]) => [`status ${k}`, v])), rateLimitKeys: keys.length, keysWithoutExpiry: noExpiry, longestExpiryS: Math.round(maxTtlMs / 1000) };
 }
 
-/** `n` distinct public-looking IPv4 addresses, and `m` IPv6 ones inside one /64. */
-export function sprayAddresses(n: number, m: number): string[] {
-  const v4 = Array.from({ length: n }, (_, i) => `198.51.${(i >> 8) & 0xff}.${i & 0xff}`);
-  const v6 = Array.from({ length: m }, (_, i) => `2001:db8:77:1::${(i + 1).toString(16)}`);
+/** `n` distinct public-looking IPv4 addresses, and `m` IPv6 ones inside one /64; `set` picks another batch. */
+export function sprayAddresses(n: number, m: number, set = 1): string[] {
+  const v4 = Array.from({ length: n }, (_, i) => `198.${50 + set}.${(i >> 8) & 0xff}.${i & 0xff}`);
+  const v6 = Array.from({ length: m }, (_, i) => `2001:db8:77:${set.toString(16)}::${(i + 1).toString(16)}`);
   return [...v4, ...v6];
 }
