@@ -5,7 +5,7 @@
 //   node test/reliability/run-faults.ts restart     [--nodes 300]
 //   node test/reliability/run-faults.ts redis       [--nodes 100] [--outage 75]
 //   node test/reliability/run-faults.ts durability  [--iterations 200]
-//   node test/reliability/run-faults.ts floods      [--rounds 2]
+//   node test/reliability/run-faults.ts floods      [--rounds 2] [--heap-cap <MiB>]
 //   node test/reliability/run-faults.ts fuzz        [--batches 10]
 //
 // (node = the pinned one: node_modules/.bin/node.) Each prints a Markdown table on stdout and keeps the raw numbers
@@ -27,6 +27,7 @@ const { positionals, values } = parseArgs({
     outage: { type: 'string', default: '75' },
     iterations: { type: 'string', default: '200' },
     batches: { type: 'string', default: '10' },
+    'heap-cap': { type: 'string' },
   },
 });
 
@@ -37,7 +38,7 @@ const runs: Record<string, () => Promise<string>> = {
   restart: () => runRestart({ nodes: num(values.nodes, 300) }),
   redis: () => runRedisOutage({ nodes: num(values.nodes, 100), outageSeconds: num(values.outage, 75) }),
   durability: () => runDurability({ iterations: num(values.iterations, 200) }),
-  floods: () => runFloods({ rounds: num(values.rounds, 2) }),
+  floods: () => runFloods({ rounds: num(values.rounds, 2), heapCapMiB: values['heap-cap'] === undefined ? undefined : Number(values['heap-cap']) }),
   fuzz: () => runFuzzSoak({ batches: num(values.batches, 10) }),
 };
 

@@ -9,14 +9,18 @@ import { serverKey } from '../../coordination/control-client.ts';
 import { CAP_VERSION } from '../../coordination/noise-client.ts';
 import { startImage } from '../../harness/image.ts';
 import { derpBlast, measure, oversizedHeads, signInSpray, silentHandshakes, slowHeads, sprayAddresses, stunFlood, stunOnce, type FloodFigure } from '../lib/floods.ts';
+import { Sampler } from '../lib/proc-stats.ts';
 import { progress, save, table } from '../lib/report.ts';
 import { SimNode } from '../lib/sim-node.ts';
 import { CONSOLE_PASSWORD } from '../lib/supervised-image.ts';
 
 const who = { actor: 'reliability-run', ip: '' };
 
-export async function runFloods(opts: { rounds: number } = { rounds: 2 }): Promise<string> {
-  const image = await startImage({ env: { HSE_TRUSTED_PROXIES: '127.0.0.1', HSE_CONSOLE_PASSWORD: CONSOLE_PASSWORD, HSE_STUN_LISTEN: '127.0.0.1' } });
+export async function runFloods(opts: { rounds: number; heapCapMiB?: number } = { rounds: 2 }): Promise<string> {
+  // With a heap cap every process must live within it: growth seen without one is then the runtime taking memory it
+  // is allowed to take, not a leak (a leak would end in an out-of-memory crash).
+  const nodeOptions: Record<string, string> = opts.heapCapMiB ? { NODE_OPTIONS: `--max-old-space-size=${opts.heapCapMiB}` } : {};
+  const image = await startImage({ env: { HSE_TRUSTED_PROXIES: '127.0.0.1', HSE_CONSOLE_PASSWORD: CONSOLE_PASSWORD, HSE_STUN_LISTEN: '127.0.0.1', ...nodeOptions } });
   const nodes: SimNode[] = [];
   const figures: FloodFigure[] = [];
   try {
@@ -65,11 +69,14 @@ export async function runFloods(opts: { rounds: number } = { rounds: 2 }): Promi
         x.ping(data);
         await x.waitFor('pong', (m) => m.data.equals(data), 5_000);
       };
+      // The packets also cross the router's tunnels: watch its memory too.
+      const routerSampler = new Sampler(pid('router'));
       await run(
         measure(tag('one DERP client sending 1,200-byte packets as fast as it can for 60 s to a peer that reads 5 ms in every 200 ms'), 'relay', pid('relay'), ping, () => derpBlast(image.port, a, b, 60_000, 200), async () => {
           await new Promise((r) => setTimeout(r, 500));
           const dropped = [...image.procs.relay!.output().matchAll(/relay client disconnected[^\n]*dropped=(\d+)/g)].map((m) => Number(m[1]));
-          return { droppedForSlowReader: Math.max(0, ...dropped) };
+          const r = routerSampler.stop();
+          return { droppedForSlowReader: Math.max(0, ...dropped), routerRssMiB: `${r.before.rssMiB} → ${r.peak.rssMiB} → ${r.last.rssMiB}` };
         }),
       );
       x.close();
@@ -82,10 +89,10 @@ export async function runFloods(opts: { rounds: number } = { rounds: 2 }): Promi
       };
       await run(measure(tag('failed sign-ins from 1,000 IPv4 addresses and 100 addresses of one IPv6 /64'), 'console', pid('console'), page, () => signInSpray(image.url, redis, sprayAddresses(1_000, 100, round))));
     }
-    const file = save('floods', { figures });
+    const file = save(opts.heapCapMiB ? 'floods-capped' : 'floods', { heapCapMiB: opts.heapCapMiB ?? null, rounds: opts.rounds, figures });
     const detail = (d: Record<string, number | string>) => Object.entries(d).map(([k, v]) => `${k} ${v}`).join('; ');
     return [
-      `Floods against one running image (production defaults: 30 s header and handshake deadlines, DERP queue depth 32). Memory is the attacked process's RSS. Raw: ${file}`,
+      `Floods against one running image (production defaults: 30 s header and handshake deadlines, DERP queue depth 32${opts.heapCapMiB ? `; every process started with --max-old-space-size=${opts.heapCapMiB}` : ''}), each ${opts.rounds} time(s) in a row. Memory is the attacked process's RSS. Raw: ${file}`,
       '',
       table(
         ['attack', 'process', 'RSS before → peak → after (MiB)', 'peak fds', 'stayed up', 'legitimate requests meanwhile: ok / failed, p50 / max ms', 'outcome'],
