@@ -1,6 +1,8 @@
 // Restarting the whole image under pm2 (what `docker restart` does to pm2-runtime): every process gets pm2's stop
-// signal, drains and exits 0; map streams are ended by the server, relay users are told the relay is restarting; after
-// the start, every client returns by itself with the same addresses and names, and nothing registered is lost.
+// signal, drains and exits 0 (the embedded Redis too); the router's drain ends the map streams and relay tunnels
+// cleanly; after the start, every client returns by itself with the same addresses and names, and nothing registered
+// is lost. (pm2 stops the router before the services, so relay users are not told "restarting": the tunnel closes
+// first. docs/reliability.md, whole-image restart.)
 import { setTimeout as sleep } from 'node:timers/promises';
 import test from 'ava';
 import type { Redis } from 'ioredis';
