@@ -85,5 +85,14 @@ if (!haveTailscale()) {
     const s = await victim.waitFor((x) => ['bad-one', 'planted', 'later-one'].every((h) => victim.peers(x).some((p) => p.HostName === h && p.Online)), 'the victim to see all three online', 60_000);
     t.true(victim.peers(s).some((p) => p.DNSName.startsWith('planted-renamed.')));
     t.notRegex(victim.output(), /cannot unmarshal/);
+
+    // The cleaning keeps what the official client really sends.
+    const victimId = await redis.hget(K.nodeByMachineKey, (await admin.listNodes(who)).find((n) => n.hostname === 'victim')!.machineKey);
+    const stored = JSON.parse((await redis.hget(K.nodes, victimId!))!).hostinfo as Record<string, unknown> & { NetInfo?: Record<string, unknown> };
+    t.is(stored.OS, 'linux');
+    t.regex(String(stored.IPNVersion), /^1\.102\.3/);
+    t.is(stored.GoArch, process.arch === 'x64' ? 'amd64' : stored.GoArch);
+    t.is(stored.Userspace, true);
+    t.is(typeof stored.NetInfo?.PreferredDERP, 'number');
   });
 }
