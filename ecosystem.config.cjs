@@ -58,9 +58,10 @@ function app(name, script, extra = {}) {
 }
 
 const apps = [];
-// The launcher forwards the stop signal to redis-server itself; pm2's default tree kill would signal redis-server a
-// second time, which Redis answers with "You insist... exiting now" (exit 1, no clean shutdown).
-if (setting('HSE_REDIS_URL') === '') apps.push(app('redis', 'services/redis/src/main.ts', { treekill: false }));
+// The embedded Redis: run.sh writes redis.conf (a short Node step) and then execs redis-server, so the app's process
+// is Redis itself and pm2's stop signal reaches it directly. No tree kill: the only children Redis has are its own
+// AOF-rewrite forks, which Redis manages; signalling them too would abort a rewrite mid-way.
+if (setting('HSE_REDIS_URL') === '') apps.push(app('redis', 'services/redis/run.sh', { interpreter: '/bin/sh', treekill: false }));
 apps.push(app('router', 'router/src/main.ts'));
 apps.push(app('coordination', 'services/coordination/src/main.ts'));
 apps.push(app('console', 'services/console/src/main.ts'));

@@ -8,7 +8,7 @@
 //               it (p50/p99 over every stream of every event; "all" = median over events of the slowest stream);
 //   leave       that node logs out (the server deletes it): latency until each stream has it in PeersRemoved;
 //   resources   server RSS (peak, and settled with N streams open), PSS, CPU seconds from /proc.
-// Counted as "server": ours = coordination + router + redis-server (+ its small Node launcher); headscale = its one
+// Counted as "server": ours = coordination + router + redis-server; headscale = its one
 // process. Ours is reached through the router (what users get); headscale directly. One server runs at a time.
 //
 //   node bench/control.ts                       N = 100, 500

@@ -38,7 +38,6 @@ function nameOf(pid: number): string {
     [/coordination\/src\/main\.ts/, 'coordination'],
     [/console\/src\/main\.ts/, 'console'],
     [/relay\/src\/main\.ts/, 'relay'],
-    [/redis\/src\/main\.ts/, 'redis launcher (Node)'],
     [/redis-server/, 'redis-server'],
   ];
   return known.find(([re]) => re.test(cmd))?.[1] ?? `${commOf(pid)} (${pid})`;

@@ -56,7 +56,7 @@ phase_verify() {
   [[ -f node_modules/pm2/bin/pm2-runtime ]] || problem "pm2 is missing from node_modules; run \`npm ci\`"
   local f
   for f in ecosystem.config.cjs router/src/main.ts services/coordination/src/main.ts services/console/src/main.ts \
-    services/relay/src/main.ts services/redis/src/main.ts bin/hse deploy/entrypoint.sh deploy/healthcheck.sh; do
+    services/relay/src/main.ts services/redis/run.sh bin/hse deploy/entrypoint.sh deploy/healthcheck.sh; do
     [[ -f "$f" ]] || problem "$f is missing from the image tree"
   done
   if [[ -x "$node" && -f bin/hse.ts ]] && ! "$node" bin/hse.ts --help >/dev/null 2>&1; then

@@ -1,5 +1,5 @@
 // Our image for a benchmark, started the way the container runs it (ecosystem.config.cjs) minus the supervisor:
-// the embedded Redis launcher with its own redis.conf (AOF, appendfsync always — what operators get, not the test
+// the embedded Redis (services/redis/run.sh) with its own redis.conf (AOF, appendfsync always — what operators get, not the test
 // harness's throwaway Redis), then the services and the router, each a real process of the pinned Node 24 on a
 // temp HSE_DATA_DIR, on loopback. bench/memory.ts runs the real pm2-runtime instead, since there the supervisor
 // itself is part of what is measured.
@@ -15,7 +15,7 @@ import { startServer, type Server } from './spawn.ts';
 export type HseProcess = 'redis' | 'router' | ServiceName;
 
 const MAINS: Record<HseProcess, string> = {
-  redis: 'services/redis/src/main.ts',
+  redis: 'services/redis/run.sh',
   router: 'router/src/main.ts',
   coordination: 'services/coordination/src/main.ts',
   relay: 'services/relay/src/main.ts',
@@ -35,7 +35,7 @@ export interface Hse {
   env: Record<string, string>;
   dataDir: string;
   servers: Partial<Record<HseProcess, Server>>;
-  /** PIDs by process name; "redis-server" is the launcher's child, the store itself. */
+  /** PIDs by process name ("redis-server" for the embedded Redis). */
   pids(): Record<string, number>;
   socket(service: ServiceName): string;
   admin: AdminClient;
@@ -66,8 +66,8 @@ export async function startHse(opts: HseOptions = {}): Promise<Hse> {
   };
   const cfg = parseConfig(env);
   const servers: Partial<Record<HseProcess, Server>> = {};
-  let redisServerPid = 0;
-  const start = (name: HseProcess) => (servers[name] = startServer(name, NODE, [path.join(ROOT, MAINS[name])], { env, cwd: ROOT }));
+  const start = (name: HseProcess) =>
+    (servers[name] = startServer(name, MAINS[name].endsWith('.sh') ? '/bin/sh' : NODE, [path.join(ROOT, MAINS[name])], { env, cwd: ROOT }));
   const logs = () =>
     Object.entries(servers)
       .map(([n, s]) => `----- ${n} -----\n${s!.output().slice(-6000)}`)
@@ -80,8 +80,7 @@ export async function startHse(opts: HseOptions = {}): Promise<Hse> {
   };
   try {
     if (processes.includes('redis')) {
-      const m = await start('redis').waitFor(/listening.* pid=(\d+)/, 30_000);
-      redisServerPid = Number(m[1]);
+      await start('redis').waitFor(/ready to accept connections/, 30_000);
     }
     const rest = processes.filter((p) => p !== 'redis');
     for (const p of rest) start(p);
@@ -102,8 +101,8 @@ export async function startHse(opts: HseOptions = {}): Promise<Hse> {
     servers,
     pids() {
       const out: Record<string, number> = {};
-      for (const [n, s] of Object.entries(servers)) out[n === 'redis' ? 'redis launcher' : n] = s!.pid;
-      if (redisServerPid) out['redis-server'] = redisServerPid;
+      // run.sh execs redis-server, so the redis process is the store itself.
+      for (const [n, s] of Object.entries(servers)) out[n === 'redis' ? 'redis-server' : n] = s!.pid;
       return out;
     },
     socket: (service) => serviceSocket(cfg, service),

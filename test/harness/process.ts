@@ -20,8 +20,9 @@ export interface Proc {
   stop(signal?: NodeJS.Signals, killAfterMs?: number): Promise<number | null>;
 }
 
+/** `script` is a project path: a `.ts` main runs on the pinned Node, a `.sh` launcher under /bin/sh. */
 export function runProcess(script: string, env: Record<string, string | undefined>): Proc {
-  const proc = spawn(NODE, [path.join(ROOT, script)], {
+  const proc = spawn(script.endsWith('.sh') ? '/bin/sh' : NODE, [path.join(ROOT, script)], {
     env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -1,12 +1,10 @@
 // The whole image the way an operator runs it: the real pm2 (own PM2_HOME, test/supervisor/pm2.ts) with
-// ecosystem.config.cjs, the embedded Redis launcher (AOF, appendfsync always), router, coordination, console and relay,
+// ecosystem.config.cjs, the embedded Redis (AOF, appendfsync always), router, coordination, console and relay,
 // everything on loopback under a temp HSE_DATA_DIR. Crash tests kill -9 its processes and watch pm2 bring them back.
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { AdminClient } from '../../../shared/admin-client.ts';
 import { redisCommand } from '../../../services/redis/src/probe.ts';
@@ -14,13 +12,12 @@ import { freePort } from '../../harness/process.ts';
 import { freeUdpPort } from '../../relay/harness.ts';
 import { Pm2, type Pm2App } from '../../supervisor/pm2.ts';
 
-const run = promisify(execFile);
 
 export type AppName = 'redis' | 'router' | 'coordination' | 'console' | 'relay';
 export const APPS: AppName[] = ['redis', 'router', 'coordination', 'console', 'relay'];
 export const CONSOLE_PASSWORD = 'reliability console password 7f3a';
-/** Each main logs this once it serves (the router: "listening on http://…"). */
-const LISTENING = /INFO +[a-z]+: listening/g;
+/** Each main logs this once it serves (the router: "listening on http://…"; redis-server its own ready line). */
+const LISTENING = /INFO +[a-z]+: listening|ready to accept connections/g;
 
 export interface SupervisedImage {
   url: string;
@@ -36,7 +33,7 @@ export interface SupervisedImage {
   app(name: AppName): Promise<Pm2App>;
   /** Everything pm2 collected from this app (all its runs). */
   log(name: AppName): Promise<string>;
-  /** The redis-server the launcher runs (what "kill -9 Redis" hits). */
+  /** The redis-server the supervisor runs (what "kill -9 Redis" hits). */
   redisServerPid(): Promise<number>;
   /**
    * kill -9 the app's process (for redis: the redis-server itself), then waits until pm2 has restarted it and the
@@ -94,11 +91,8 @@ export async function startSupervisedImage(extraEnv: Record<string, string> = {}
     }
   };
 
-  const redisServerPid = async (): Promise<number> => {
-    const launcher = await pm2.app('redis');
-    const { stdout } = await run('pgrep', ['-P', String(launcher.pid), 'redis-server']);
-    return Number(stdout.trim().split('\n')[0]);
-  };
+  // run.sh execs redis-server, so the app's own process is the store.
+  const redisServerPid = async (): Promise<number> => (await pm2.app('redis')).pid;
 
   const image: SupervisedImage = {
     url: `http://127.0.0.1:${port}`,
@@ -130,7 +124,7 @@ export async function startSupervisedImage(extraEnv: Record<string, string> = {}
     async destroy() {
       for (const r of redisClients) r.disconnect();
       await pm2.kill();
-      // A redis-server orphaned by a killed launcher would keep our data dir busy: stop it through its socket.
+      // A redis-server orphaned by a killed supervisor would keep our data dir busy: stop it through its socket.
       const sock = path.join(runDir, 'redis.sock');
       if ((await redisCommand(sock, ['PING'], 500)) !== null) await redisCommand(sock, ['SHUTDOWN', 'NOSAVE'], 2_000);
       fs.rmSync(dataDir, { recursive: true, force: true });
