@@ -31,6 +31,12 @@ function dotenv() {
 const fileEnv = dotenv();
 const setting = (name) => String(process.env[name] ?? fileEnv[name] ?? '').trim();
 
+// Node's compile cache keeps each .ts file's type-stripped text (and V8's code cache) keyed by path and content, so a
+// process whose files are all in it never loads the TypeScript stripper: ~14 MiB less resident per Node process, and
+// a faster start. Stale entries cannot be used (the content hash must match). The image fills it at build time
+// (deploy/warm-compile-cache.cjs); on bare metal the first start fills it. An operator's own NODE_COMPILE_CACHE wins.
+const compileCache = setting('NODE_COMPILE_CACHE') || path.join(root, 'node_modules', '.cache', 'hse-compile');
+
 function app(name, script, extra = {}) {
   return {
     name,
@@ -39,7 +45,7 @@ function app(name, script, extra = {}) {
     interpreter: node,
     exec_mode: 'fork',
     instances: 1,
-    env: fileEnv,
+    env: { ...fileEnv, NODE_COMPILE_CACHE: compileCache },
     autorestart: true,
     stop_exit_codes: [2],
     exp_backoff_restart_delay: 500,

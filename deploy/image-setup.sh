@@ -4,6 +4,8 @@
 #
 #   image-setup.sh system   Debian packages (redis-server, tini), the non-root user, /data. Root only; build time.
 #   image-setup.sh deps     npm ci of the runtime dependencies only (includes the pinned Node 24 and pm2).
+#   image-setup.sh cache    Fills Node's compile cache for every supervised process (deploy/warm-compile-cache.cjs),
+#                           so none of them loads the TypeScript stripper at run time. After the sources are copied.
 #   image-setup.sh verify   Checks that the tree can run: the pinned Node, redis-server, the supervisor file, every
 #                           process's main, the CLI. Prints one line per problem and exits 1 if there is any.
 set -euo pipefail
@@ -69,6 +71,7 @@ phase_verify() {
 case "${1:-}" in
   system) phase_system ;;
   deps) phase_deps ;;
+  cache) cd "$APP" && "$APP/node_modules/.bin/node" deploy/warm-compile-cache.cjs ;;
   verify) phase_verify ;;
-  *) echo "usage: $0 system|deps|verify" >&2; exit 64 ;;
+  *) echo "usage: $0 system|deps|cache|verify" >&2; exit 64 ;;
 esac

@@ -1,0 +1,27 @@
+// Fills Node's compile cache (NODE_COMPILE_CACHE, chosen in ecosystem.config.cjs) for every process the supervisor
+// runs, so that they start without loading the TypeScript stripper (see the note there). Run at image build time
+// (image-setup.sh cache), after the sources are in place and at the path they will run from: the cache is keyed by
+// file path and content.
+//
+// How: each app's main is started once with a refused setting. ESM loads and links a module's whole static import
+// graph before any of it runs, so every .ts file is stripped and cached; then the main refuses the setting and exits
+// 2 without opening a socket or touching data. Anything else is a failure of this step.
+'use strict';
+const { spawnSync } = require('node:child_process');
+const path = require('node:path');
+
+const root = path.resolve(__dirname, '..');
+const { apps } = require(path.join(root, 'ecosystem.config.cjs'));
+let failed = 0;
+for (const app of apps) {
+  const env = { ...process.env, ...app.env, HSE_HTTP_PORT: 'warming-the-compile-cache' };
+  const r = spawnSync(app.interpreter, [app.script], { cwd: root, env, encoding: 'utf8' });
+  if (r.status === 2 && /HSE_HTTP_PORT/.test(r.stderr)) {
+    console.log(`warm-compile-cache: ${app.name} ok`);
+  } else {
+    failed++;
+    console.error(`warm-compile-cache: ${app.name} exited ${r.status ?? r.signal} instead of refusing the setting:\n${r.stderr}${r.stdout}`);
+  }
+}
+console.log(`warm-compile-cache: ${apps.length - failed} of ${apps.length} processes cached in ${apps[0]?.env.NODE_COMPILE_CACHE}`);
+process.exit(failed === 0 ? 0 : 1);
