@@ -5,8 +5,8 @@
 //   proxies      our router (one Node process); nginx with the location block of our own example
 //                (advanced/proxy/nginx/hse.conf: HTTP/1.1 upstream, Upgrade/Connection mapping, buffering off),
 //                once with Debian's default `worker_processes auto` and once with 1 worker (like the router).
-//                Both open a fresh upstream connection per request (the router's http-proxy sends "Connection:
-//                close"; the example's map sends "close" for non-upgrade requests).
+//                The router keeps its upstream connections alive; the example opens a fresh one per request (its
+//                map sends "Connection: close" for non-upgrade requests), as operators run it.
 //   load         wrk, 1 thread, keep-alive: 64 connections for requests/s and latency, then 1 connection for the
 //                latency a request pays when nothing queues ("added" = proxy minus direct).
 //   long-polls   --polls idle requests (default 10,000, fewer when the open-file limit cannot hold two sockets per

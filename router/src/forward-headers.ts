@@ -59,7 +59,7 @@ export function addedHeaders(info: ForwardInfo): [string, string][] {
   return out;
 }
 
-/** Rewrites a parsed header object in place (the form http-proxy forwards). */
+/** Rewrites a parsed header object in place (the form proxy.ts forwards). */
 export function rewriteHeaders(headers: IncomingHttpHeaders, info: ForwardInfo): void {
   for (const name of Object.keys(headers)) if (isForgeable(name)) delete headers[name];
   for (const [name, value] of addedHeaders(info)) headers[name] = value;

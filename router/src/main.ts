@@ -25,15 +25,6 @@ function modeName(c: Config): string {
   return 'plain';
 }
 
-// http-proxy 1.18 calls util._extend once per request, which Node reports as DEP0060. It is http-proxy's use of a
-// Node API, nothing an operator can act on, so that one warning is not printed; every other warning still is.
-const emitWarning = process.emitWarning.bind(process);
-process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
-  const code = typeof rest[0] === 'object' && rest[0] !== null ? (rest[0] as { code?: string }).code : rest[1];
-  if (code === 'DEP0060') return;
-  (emitWarning as (...a: unknown[]) => void)(warning, ...rest);
-}) as typeof process.emitWarning;
-
 // A bug in one connection's handling must not take every other connection (hours-long tunnels) down with it.
 process.on('uncaughtException', (e: Error) => log.error('unexpected error, connection dropped', { error: e.stack ?? e.message }));
 

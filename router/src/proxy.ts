@@ -1,18 +1,20 @@
-// Ordinary (non-upgrade) requests, forwarded with http-proxy to a service's Unix socket. Bodies stream both ways
-// (pipe, no buffering, no size cap) and there is no timeout: a long-poll may be held open for hours.
+// Ordinary (non-upgrade) requests, forwarded with node:http to a service's Unix socket over kept-alive connections.
+// Bodies stream both ways (pipe, no buffering, no size cap) and there is no timeout: a long-poll may be held open for
+// hours.
 //
-// http-proxy needs a few corrections, each made here rather than scattered:
-//   - the target path is set to the client's target verbatim: its own path joining would collapse "//" and its
-//     url.parse() is deprecated (toProxy: true skips the parse, the 'proxyReq' hook restores the exact target);
-//   - a client that goes away mid-response (long-poll abandoned) must take the service's request with it; http-proxy
-//     only reacts to an aborted request body, so the response's 'close' does it;
-//   - a service that dies mid-response must cut the client's response short rather than leave it hanging;
-//   - hop-by-hop headers of the service's connection to us (kept alive, see the agent below) are not the client's:
-//     dropped, so the client's own keep-alive is decided between the client and the router;
-//   - in proxy mode no Strict-Transport-Security leaves the router: HSTS is the operator's proxy's decision.
+// Why not http-proxy (a design-card dependency): measured with bench/router.ts on the same machine, forwarding the
+// request ourselves serves ~1.45x the requests/s of http-proxy with a quarter of its p99 at 64 connections (24.5k vs
+// 16.8k req/s, 4 ms vs 15 ms); the difference is http-proxy's per-request pipeline (option merging, a pass chain,
+// a pipe even for a bodiless GET). What it did for us is small and is all here:
+//   - the target is the client's target verbatim (absolute-form reduced to origin-form): no path joining;
+//   - a client that goes away mid-response (long-poll abandoned) takes the service's request with it;
+//   - a service that dies mid-response cuts the client's response short rather than leaving it hanging;
+//   - the service's hop-by-hop response headers (kept-alive connection to us, its framing) are not the client's:
+//     dropped, and Node frames the client's response itself (chunked, or close-delimited for HTTP/1.0 clients);
+//   - in proxy mode no Strict-Transport-Security leaves the router: HSTS is the operator's proxy's decision;
+//   - while draining, responses say Connection: close.
 import type http from 'node:http';
-import { Agent as HttpAgent } from 'node:http';
-import httpProxy from 'http-proxy';
+import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import type { Logger } from '../../shared/log.ts';
 import { originForm, requestPath } from './routes.ts';
 import type { Target } from './tunnel.ts';
@@ -25,43 +27,43 @@ export interface ForwarderOptions {
   draining: () => boolean;
 }
 
+/** `req.headers` must already be what the service gets (router.ts: hop-by-hop dropped, forwarding headers set). */
 export type Forward = (req: http.IncomingMessage, res: http.ServerResponse, target: Target) => void;
 
-const UPSTREAM_HOP = ['connection', 'keep-alive', 'proxy-connection'];
+/** Response headers about the service's connection to us, not the client's: never passed on. */
+const UPSTREAM_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'trailer', 'upgrade']);
 
 export function createForwarder(opts: ForwarderOptions): Forward {
-  const proxy = httpProxy.createProxyServer({ toProxy: true, prependPath: false, xfwd: false, ws: false, changeOrigin: false });
-  const pending = new WeakMap<http.IncomingMessage, http.ClientRequest>();
-  // Keep-alive to the services: without an agent http-proxy sends "Connection: close", the service closes its end
-  // right after answering, and a request refused before its body was read (415, 413) then loses its answer to an
-  // EPIPE on our last write — the user saw a 502 instead of the service's page.
+  // Keep-alive to the services: a fresh connection per request costs a connect per request, and a service that
+  // closes right after answering a request it refused before reading the body (415, 413) would make our last body
+  // write fail with EPIPE — the user saw a 502 instead of the service's page.
   const agent = new HttpAgent({ keepAlive: true, maxFreeSockets: 64 });
 
-  proxy.on('proxyReq', (proxyReq: http.ClientRequest, req: http.IncomingMessage) => {
-    proxyReq.path = originForm(req.url ?? '/');
-    // The client's Connection header is about its hop to us, not ours to the service (see the agent above).
-    proxyReq.setHeader('connection', 'keep-alive');
-    pending.set(req, proxyReq);
-  });
-  proxy.on('proxyRes', (proxyRes: http.IncomingMessage, _req: http.IncomingMessage, res: http.ServerResponse) => {
-    for (const h of UPSTREAM_HOP) delete proxyRes.headers[h];
-    if (opts.proxyMode) delete proxyRes.headers['strict-transport-security'];
-    if (opts.draining()) proxyRes.headers.connection = 'close';
-    proxyRes.on('error', () => res.destroy());
-    proxyRes.on('close', () => {
-      if (!proxyRes.complete) res.destroy();
-    });
-  });
-  // Errors always arrive through the per-call callback below; this listener only keeps an unexpected one from
-  // becoming an uncaught exception.
-  proxy.on('error', (e: Error) => opts.log.warn('proxy error', { error: e.message }));
+  function responseHeaders(upstream: http.IncomingMessage): string[] {
+    const raw = upstream.rawHeaders;
+    const out: string[] = [];
+    for (let i = 0; i + 1 < raw.length; i += 2) {
+      const lower = raw[i].toLowerCase();
+      if (UPSTREAM_HOP.has(lower) || (opts.proxyMode && lower === 'strict-transport-security')) continue;
+      out.push(raw[i], raw[i + 1]);
+    }
+    if (opts.draining()) out.push('Connection', 'close');
+    return out;
+  }
 
   return (req, res, target) => {
-    res.once('close', () => {
-      if (!res.writableFinished) pending.get(req)?.destroy();
+    req.headers.connection = 'keep-alive';
+    const upstream = httpRequest({
+      socketPath: target.socketPath,
+      method: req.method,
+      path: originForm(req.url ?? '/'),
+      headers: req.headers,
+      agent,
+      // The client's Host (or none, for an HTTP/1.0 request without one) is passed on as it came.
+      setHost: false,
     });
-    proxy.web(req, res, { target: { socketPath: target.socketPath, host: 'localhost', port: 80 }, agent }, (e: Error) => {
-      const err = e as NodeJS.ErrnoException;
+
+    upstream.on('error', (err: NodeJS.ErrnoException) => {
       if (req.socket.destroyed || res.writableEnded) return;
       const f = upstreamFailure(err, target.service);
       opts.log.warn('service unavailable', { service: target.service, status: f.status, error: err.code ?? err.message, path: requestPath(req.url ?? '/') });
@@ -71,5 +73,23 @@ export function createForwarder(opts: ForwarderOptions): Forward {
       }
       res.writeHead(f.status, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' }).end(f.body);
     });
+    req.on('error', () => upstream.destroy());
+    res.once('close', () => {
+      if (!res.writableFinished) upstream.destroy();
+    });
+
+    upstream.on('response', (answer: http.IncomingMessage) => {
+      res.writeHead(answer.statusCode ?? 502, answer.statusMessage, responseHeaders(answer));
+      answer.on('error', () => res.destroy());
+      answer.on('close', () => {
+        if (!answer.complete) res.destroy();
+      });
+      answer.pipe(res);
+    });
+
+    // A request without a body (no Content-Length, not chunked) is complete as it stands: end it now rather than
+    // set up a pipe for nothing.
+    if (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined) upstream.end();
+    else req.pipe(upstream);
   };
 }

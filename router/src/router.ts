@@ -3,7 +3,7 @@
 //   request ──► client address (client-ip.ts) ──► route by path (routes.ts)
 //           ──► drop hop-by-hop + forgeable headers, add ours (forward-headers.ts)
 //           ──► Upgrade present? ── yes ──► raw tunnel to the service (tunnel.ts)
-//                                └─ no  ──► forward with http-proxy (proxy.ts)
+//                                └─ no  ──► forward over a kept-alive service connection (proxy.ts)
 //
 // Services are reached over Unix sockets in the private run directory (shared/paths.ts serviceSocket).
 import type http from 'node:http';
@@ -31,16 +31,6 @@ export interface Router {
 interface Prepared {
   info: ForwardInfo;
   target: Target;
-}
-
-/** Whether the client's own connection ends after this request (HTTP/1.1 "close", or HTTP/1.0 without keep-alive). */
-function wantsClose(req: http.IncomingMessage): boolean {
-  const tokens = String(req.headers.connection ?? '')
-    .toLowerCase()
-    .split(',')
-    .map((x) => x.trim());
-  if (tokens.includes('close')) return true;
-  return req.httpVersion === '1.0' && !tokens.includes('keep-alive');
 }
 
 export function createRouter(cfg: Config, log: Logger): Router {
@@ -73,11 +63,8 @@ export function createRouter(cfg: Config, log: Logger): Router {
       tunnelRequest(req, res, tunnelHeaders(req, p.info), p.target, tunnelDeps);
       return;
     }
-    const close = wantsClose(req);
+    // The client's own Connection header is about its hop to us; Node answers it (keep-alive or close) itself.
     dropHopByHop(req.headers);
-    // Not passed on as such: http-proxy always sends the service "Connection: close" (a fresh Unix-socket connection
-    // per request) and reads this value back for the client's response, so it must say what the client asked for.
-    req.headers.connection = close ? 'close' : 'keep-alive';
     // Node already answered "100 Continue" to the client; the service must not wait for a second one.
     delete req.headers.expect;
     rewriteHeaders(req.headers, p.info);

@@ -6,7 +6,7 @@
 // https.Server is a tls.Server whose 'secureConnection' listener runs HTTP/1.1 on the socket; that listener is taken
 // out and called for non-h2 sockets only, and h2 sockets go to an HTTP/2 server that never listens itself. (Node's
 // http2.createSecureServer({ allowHTTP1 }) would hand HTTP/2 streams to the router's HTTP/1.1 handlers, which
-// http-proxy cannot forward: pseudo-headers, no Host, no Connection.)
+// an HTTP/1.1 forwarder cannot pass on: pseudo-headers, no Host, no Connection.)
 //
 // Certificates change without a restart: setSecureContext() swaps the default context; connections already open
 // keep the one they were made with, new ones get the new one. Until a first certificate is installed the server has
@@ -53,7 +53,7 @@ export function createTlsServer(cfg: Config, log: Logger, router: Router): TlsSe
     handshakeTimeout: cfg.headerTimeoutSeconds * 1000,
   });
   router.attach(server);
-  // Before the router's own listener, so every HTTP/1.1 response over TLS carries it (http-proxy only adds headers).
+  // Before the router's own listener, so every HTTP/1.1 response over TLS carries it (proxy.ts's writeHead keeps headers set before it).
   server.prependListener('request', (_req, res) => res.setHeader('strict-transport-security', HSTS));
 
   // HTTP/2: streams to the services; sessions counted so idle ones close and a drain can end them.
