@@ -1,5 +1,6 @@
 // Memory at rest: the whole image idle after start, run exactly as the container's entrypoint runs it
-// (pm2-runtime start ecosystem.config.cjs, the pinned Node, NODE_ENV=production, the embedded Redis), on loopback
+// (compile cache warmed as the image build does, then pm2-runtime start ecosystem.config.cjs, the pinned Node,
+// NODE_ENV=production, the embedded Redis), on loopback
 // with a fresh data dir; every process under the supervisor read from /proc after --settle seconds of idling.
 // Beside it, measured the same way here: headscale (SQLite) and Caddy reverse-proxying to it, two of the three
 // parts of the 72 MB anchor (Headscale + Caddy + a console in one container); no console for headscale is run.
@@ -8,6 +9,7 @@
 //
 // RSS counts pages shared between processes (the Node binary's code, mapped by every Node process) once per
 // process; PSS splits them, so the PSS total is what the processes use together. Both are printed.
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -72,6 +74,9 @@ async function measureImage(): Promise<{ rows: [string, ProcMem][]; version: str
     HSE_STUN_LISTEN: '127.0.0.1',
     HSE_CONSOLE_PASSWORD: 'bench-password-not-secret',
   };
+  // As the image build does (image-setup.sh cache): every process then starts with its TypeScript already stripped.
+  const warm = spawnSync(NODE, [path.join(ROOT, 'deploy/warm-compile-cache.cjs')], { env, cwd: ROOT, encoding: 'utf8' });
+  if (warm.status !== 0) throw new Error(`warm-compile-cache failed:\n${warm.stderr}${warm.stdout}`);
   const sup = startServer('pm2-runtime', NODE, [path.join(ROOT, 'node_modules/pm2/bin/pm2-runtime'), 'start', path.join(ROOT, 'ecosystem.config.cjs')], { env, cwd: ROOT });
   try {
     const base = `http://127.0.0.1:${port}`;
