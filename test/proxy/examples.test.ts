@@ -112,7 +112,7 @@ test('advanced/proxy.md describes every proxy-mode variable', (t) => {
 test('the Dockerfile runs the image steps the tests run, as a non-root user, with the volume and a healthcheck', (t) => {
   const d = code(fs.readFileSync(path.join(ROOT, 'deploy/Dockerfile'), 'utf8'));
   t.regex(d, /^FROM node:24-[a-z]+-slim$/m);
-  for (const phase of ['system', 'deps', 'verify']) t.regex(d, new RegExp(`^RUN deploy/image-setup\\.sh ${phase}$`, 'm'));
+  for (const phase of ['system', 'deps', 'verify', 'cache']) t.regex(d, new RegExp(`^RUN deploy/image-setup\\.sh ${phase}$`, 'm'));
   t.regex(d, /HSE_DATA_DIR=\/data/);
   t.regex(d, /HSE_LISTEN_ADDRESS=0\.0\.0\.0/);
   t.regex(d, /^VOLUME \/data$/m);

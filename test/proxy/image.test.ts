@@ -1,4 +1,4 @@
-// The container's own steps without a Docker engine: the scripts deploy/Dockerfile runs (image-setup.sh verify), its
+// The container's own steps without a Docker engine: the scripts deploy/Dockerfile runs (image-setup.sh verify, cache), its
 // ENTRYPOINT (entrypoint.sh: the image's config check, then pm2-runtime with the real ecosystem file, embedded Redis
 // included) in proxy mode as the overlay starts it, its HEALTHCHECK (healthcheck.sh), and the refusals an operator
 // sees instead of a restart loop.
@@ -26,6 +26,17 @@ function tempDir(prefix: string): string {
 test('image-setup.sh verify: the tree the Dockerfile copies can run', async (t) => {
   const { stdout } = await run(path.join(ROOT, 'deploy/image-setup.sh'), ['verify'], { env: { PATH: process.env.PATH } });
   t.regex(stdout, /^image-setup verify: ok \(node 24\.\d+\.\d+, /);
+});
+
+test('image-setup.sh cache: fills the compile cache for every supervised process', async (t) => {
+  const cache = tempDir('hse-cc-');
+  try {
+    const { stdout } = await run(path.join(ROOT, 'deploy/image-setup.sh'), ['cache'], { env: { PATH: process.env.PATH, NODE_COMPILE_CACHE: cache } });
+    t.regex(stdout, /5 of 5 processes cached/);
+    t.true(fs.readdirSync(cache).length > 0);
+  } finally {
+    fs.rmSync(cache, { recursive: true, force: true });
+  }
 });
 
 test('entrypoint with --require-proxy-mode refuses an http:// public URL with one line and status 2', async (t) => {
