@@ -3,7 +3,7 @@ import test from 'ava';
 import fc from 'fast-check';
 import { parseConfig } from '../../shared/config.ts';
 import type { NodeRecord } from '../../shared/model.ts';
-import { decodeMapFrames, encodeMapFrame } from '../../services/coordination/src/control/map-frame.ts';
+import { decodeMapFrames, encodeJsonFrame, encodeMapFrame } from '../../services/coordination/src/control/map-frame.ts';
 import { buildDerpMap } from '../../services/coordination/src/map/derp-map.ts';
 import { ALLOW_ALL, fullMap, toTailNode, type MapContext } from '../../services/coordination/src/map/map-builder.ts';
 
@@ -92,4 +92,15 @@ test('public DERP mode serves the shipped map of Tailscale relays', (t) => {
   const m = buildDerpMap(c);
   t.true(Object.keys(m.Regions).length >= 10);
   t.true(Object.values(m.Regions).every((r) => r.Nodes.every((n) => n.HostName.endsWith('.tailscale.com'))));
+});
+
+test('a delta sent to many streams in a row is compressed once; any other message gets its own frame', (t) => {
+  const delta = JSON.stringify({ PeersChangedPatch: [{ NodeID: 7, Online: true }] });
+  const first = encodeJsonFrame(delta, true);
+  t.is(encodeJsonFrame(delta, true), first, 'the same text reuses the frame');
+  t.not(encodeJsonFrame(delta, false), first, 'uncompressed streams get their own');
+  const other = encodeJsonFrame(JSON.stringify({ PeersChangedPatch: [{ NodeID: 8, Online: true }] }), true);
+  t.not(other, first);
+  t.deepEqual(decodeMapFrames(other, true).messages, [{ PeersChangedPatch: [{ NodeID: 8, Online: true }] }]);
+  t.deepEqual(decodeMapFrames(encodeJsonFrame(delta, true), true).messages, [JSON.parse(delta)]);
 });

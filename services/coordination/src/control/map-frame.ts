@@ -8,10 +8,22 @@ export function encodeMapFrame(msg: MapResponse, compress: boolean): Buffer {
   return encodeJsonFrame(JSON.stringify(msg), compress);
 }
 
+/**
+ * The last small frame built, reused when the next message is the same text. A fan-out sends one delta to every
+ * stream in the same pass (map-session.ts aligns their windows, so they build identical messages): with this, a
+ * network of N nodes coming online costs one compression per distinct message instead of one per stream. Full maps
+ * (large, and different for every node) are not kept.
+ */
+const REUSE_MAX = 64 * 1024;
+let last: { json: string; compress: boolean; frame: Buffer } | null = null;
+
 /** Level 1: map messages are small and latency matters more than the last few percent of size. */
 export function encodeJsonFrame(json: string, compress: boolean): Buffer {
+  if (last !== null && last.compress === compress && last.json === json) return last.frame;
   const raw = Buffer.from(json);
-  return frameBody(compress ? zlib.zstdCompressSync(raw, { params: { [zlib.constants.ZSTD_c_compressionLevel]: 1 } }) : raw);
+  const frame = frameBody(compress ? zlib.zstdCompressSync(raw, { params: { [zlib.constants.ZSTD_c_compressionLevel]: 1 } }) : raw);
+  last = json.length <= REUSE_MAX ? { json, compress, frame } : null;
+  return frame;
 }
 
 export function frameBody(body: Buffer): Buffer {
