@@ -3,6 +3,7 @@
 // clock the router has: what stays open is open because proxied traffic has no clock at all.
 import crypto from 'node:crypto';
 import http from 'node:http';
+import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import test from 'ava';
 import { startRouterRig, type RouterRig } from './client.ts';
@@ -137,4 +138,22 @@ test('a 20 MB download streams back intact', async (t) => {
   for (let left = total; left > 0; left -= block.length) want.update(left >= block.length ? block : block.subarray(0, left));
   t.is(bytes, total);
   t.is(got.digest('hex'), want.digest('hex'));
+});
+
+test('an HTTP/1.0 client gets a streamed answer unchunked, ended by the router closing the connection', async (t) => {
+  const s = net.connect(rig.image.port, '127.0.0.1');
+  let text = '';
+  s.setEncoding('latin1');
+  s.on('data', (d: string) => (text += d));
+  const closed = new Promise<void>((resolve) => s.on('close', () => resolve()));
+  s.write('GET /console/longpoll HTTP/1.0\r\nHost: h\r\n\r\n');
+  await rig.standIns.console.waitHeld(1);
+  rig.standIns.console.push('first ');
+  rig.standIns.console.push('second');
+  rig.standIns.console.end();
+  await closed;
+  const [head, body] = text.split('\r\n\r\n');
+  t.regex(head, /^HTTP\/1\.1 200 /);
+  t.notRegex(head, /transfer-encoding/i, 'an HTTP/1.0 client cannot read chunked framing');
+  t.is(body, 'first second');
 });
