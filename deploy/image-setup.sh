@@ -71,7 +71,7 @@ phase_verify() {
 case "${1:-}" in
   system) phase_system ;;
   deps) phase_deps ;;
-  cache) cd "$APP" && "$APP/node_modules/.bin/node" deploy/warm-compile-cache.cjs ;;
+  cache) cd "$APP" && "$APP/node_modules/.bin/node" deploy/warm-compile-cache.cjs --strict ;;
   verify) phase_verify ;;
   *) echo "usage: $0 system|deps|cache|verify" >&2; exit 64 ;;
 esac
