@@ -12,7 +12,7 @@ import { Client } from '../console/console-client.ts';
 import { serverKey } from '../coordination/control-client.ts';
 import { CAP_VERSION } from '../coordination/noise-client.ts';
 import { startImage, type Image } from '../harness/image.ts';
-import { derpBlast, measure, oversizedHeads, signInSpray, silentHandshakes, slowHeads, sprayAddresses, stunFlood, stunOnce, type FloodFigure } from './lib/floods.ts';
+import { derpBlast, derpPing, liteMapUpdate, measure, oversizedHeads, signInSpray, silentHandshakes, slowHeads, sprayAddresses, stunFlood, stunOnce, type FloodFigure } from './lib/floods.ts';
 import { SimNode } from './lib/sim-node.ts';
 import { CONSOLE_PASSWORD } from './lib/supervised-image.ts';
 
@@ -72,10 +72,7 @@ test.serial('oversized heads are refused with 431', async (t) => {
 
 test.serial('/ts2021 upgrades that never finish the handshake are closed at the 30 s deadline', async (t) => {
   const [n] = nodes;
-  const lite = async () => {
-    const r = await n.post('/machine/map', { Version: CAP_VERSION, NodeKey: n.nodeKey, Stream: false, OmitPeers: true });
-    if (r.status !== 200) throw new Error(`lite map update answered ${r.status}`);
-  };
+  const lite = liteMapUpdate(n);
   const f = await measure('100 silent Noise handshakes', 'coordination', pid('coordination'), lite, () => silentHandshakes(image.port, serverPublic, 100, 45_000));
   bounded(t, f, 64);
   t.is(f.detail.answered101, 100);
@@ -87,11 +84,7 @@ test.serial('a DERP client sending at full speed to a slow reader: the relay dro
   const x = await DerpClient.connect({ host: '127.0.0.1', port: image.port, privateKey: c.nodePrivate });
   await x.waitFor('serverInfo');
   // The legitimate traffic: a client pinging the relay and being answered.
-  const ping = async () => {
-    const data = Buffer.from(String(Date.now()).padStart(8, '0').slice(-8));
-    x.ping(data);
-    await x.waitFor('pong', (m) => m.data.equals(data), 5_000);
-  };
+  const ping = derpPing(x);
   try {
     const f = await measure('full-speed sender to a slow reader, 5 s', 'relay', pid('relay'), ping, () => derpBlast(image.port, a, b, 5_000, 200));
     // The heap grows while millions of packets pass before the collector settles (run-faults.ts floods shows it

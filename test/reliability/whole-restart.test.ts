@@ -6,14 +6,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import test from 'ava';
 import type { Redis } from 'ioredis';
-import { serverKey } from '../coordination/control-client.ts';
-import { Fleet, waitUntil } from './lib/fleet.ts';
-import { SimDerp } from './lib/sim-derp.ts';
+import { type Fleet, waitUntil } from './lib/fleet.ts';
+import type { SimDerp } from './lib/sim-derp.ts';
+import { startPopulatedImage, type PopulatedImage } from './lib/populated-image.ts';
 import { lost, registrations, type Snapshot } from './lib/snapshot.ts';
-import { APPS, startSupervisedImage, type SupervisedImage } from './lib/supervised-image.ts';
+import { APPS, type SupervisedImage } from './lib/supervised-image.ts';
 
 const FLEET = 12;
-const who = { actor: 'reliability-test', ip: '' };
+let populated: PopulatedImage;
 let image: SupervisedImage;
 let fleet: Fleet;
 let derp: SimDerp[] = [];
@@ -22,23 +22,13 @@ let stoppedAt = 0;
 let beforeStop: Snapshot;
 
 test.before(async () => {
-  image = await startSupervisedImage();
-  redis = image.redis();
-  const serverPublic = await serverKey(image.url);
-  await image.admin.createUser(who, 'fleet');
-  const authKey = (await image.admin.createPreAuthKey(who, { user: 'fleet', reusable: true, expiresInSeconds: 3600 })).key;
-  fleet = new Fleet({ port: image.port, serverPublic, count: FLEET });
-  await fleet.join(authKey, 6);
-  derp = fleet.nodes.slice(0, 2).map((n) => new SimDerp(image.port, n.nodePrivate));
-  for (const d of derp) d.start();
-  await waitUntil(() => derp.every((d) => d.ready), () => 'relay users admitted', 20_000);
+  populated = await startPopulatedImage({ actor: 'reliability-test', nodes: FLEET, joinConcurrency: 6, keyLifetimeSeconds: 3600, relayReadyMs: 20_000 });
+  ({ image, fleet, derp, redis } = populated);
   beforeStop = await registrations(redis);
 });
 
 test.after.always(async () => {
-  await fleet?.stop();
-  await Promise.all(derp.map((d) => d.stop()));
-  await image?.destroy();
+  await populated?.destroy();
 });
 
 test.serial('stop: every Node process drains and exits 0; the router ends streams and tunnels cleanly', async (t) => {

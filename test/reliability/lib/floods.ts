@@ -13,7 +13,7 @@ import { DerpClient } from '../../../services/relay/src/derp-client.ts';
 import { encodeSendPacket } from '../../../services/relay/src/frames.ts';
 import { bindingRequest, parseBindingResponse } from '../../../services/relay/src/stun.ts';
 import { Client } from '../../console/console-client.ts';
-import { initiate } from '../../coordination/noise-client.ts';
+import { CAP_VERSION, initiate } from '../../coordination/noise-client.ts';
 import { percentile, pool } from './fleet.ts';
 import { Sampler, type ProcSample } from './proc-stats.ts';
 import { rawExchange } from './raw-http.ts';
@@ -71,6 +71,23 @@ export class LegitProbe {
 }
 
 /** Samples `pid` and runs `legit` while `attack` runs; then lets `settle` finish before the last sample. */
+/** Legitimate traffic for a coordination flood: one lite map update (no stream, no peers) by a registered node. */
+export function liteMapUpdate(n: SimNode): () => Promise<void> {
+  return async () => {
+    const r = await n.post('/machine/map', { Version: CAP_VERSION, NodeKey: n.nodeKey, Stream: false, OmitPeers: true });
+    if (r.status !== 200) throw new Error(`lite map update answered ${r.status}`);
+  };
+}
+
+/** Legitimate traffic for a relay flood: a DERP ping by a connected client, answered with its pong. */
+export function derpPing(x: DerpClient): () => Promise<void> {
+  return async () => {
+    const data = Buffer.from(String(Date.now()).padStart(8, '0').slice(-8));
+    x.ping(data);
+    await x.waitFor('pong', (m) => m.data.equals(data), 5_000);
+  };
+}
+
 export async function measure(
   attack: string,
   target: string,

@@ -1,31 +1,17 @@
 // kill -9 of every image process in turn under pm2, with a few hundred simulated nodes on their map streams, two
 // relay users and two official clients connected: how long until each part is back, and what was lost.
-import { serverKey } from '../../coordination/control-client.ts';
 import { crashAndRecover, type CrashOutcome } from '../lib/crash-scenario.ts';
-import { Fleet, waitUntil } from '../lib/fleet.ts';
 import { startOfficial, type Official } from '../lib/official.ts';
+import { scenarioPopulation, startPopulatedImage } from '../lib/populated-image.ts';
 import { progress, save, secs, table } from '../lib/report.ts';
-import { SimDerp } from '../lib/sim-derp.ts';
-import { APPS, startSupervisedImage } from '../lib/supervised-image.ts';
-
-const who = { actor: 'reliability-run', ip: '' };
+import { APPS } from '../lib/supervised-image.ts';
 
 export async function runCrash(opts: { nodes: number; rounds: number }): Promise<string> {
-  const image = await startSupervisedImage();
-  let fleet: Fleet | null = null;
-  let derp: SimDerp[] = [];
+  progress(`starting the image and joining ${opts.nodes} simulated nodes`);
+  const populated = await startPopulatedImage(scenarioPopulation(opts.nodes));
+  const { image, redis, serverPublic, authKey, fleet, derp } = populated;
   let official: Official | null = null;
   try {
-    const redis = image.redis();
-    const serverPublic = await serverKey(image.url);
-    await image.admin.createUser(who, 'fleet');
-    const authKey = (await image.admin.createPreAuthKey(who, { user: 'fleet', reusable: true, expiresInSeconds: 86_400 })).key;
-    progress(`joining ${opts.nodes} simulated nodes`);
-    fleet = new Fleet({ port: image.port, serverPublic, count: opts.nodes });
-    await fleet.join(authKey, 16, 300_000);
-    derp = fleet.nodes.slice(0, 2).map((n) => new SimDerp(image.port, n.nodePrivate));
-    for (const d of derp) d.start();
-    await waitUntil(() => derp.every((d) => d.ready), () => 'relay users', 30_000);
     progress('starting two official clients');
     official = await startOfficial(image.url, authKey, image.admin);
     const results: CrashOutcome[] = [];
@@ -65,9 +51,7 @@ export async function runCrash(opts: { nodes: number; rounds: number }): Promise
       ),
     ].join('\n');
   } finally {
-    await fleet?.stop();
-    await Promise.all(derp.map((d) => d.stop()));
     await official?.destroy();
-    await image.destroy();
+    await populated.destroy();
   }
 }

@@ -8,7 +8,7 @@ import { Client } from '../../console/console-client.ts';
 import { serverKey } from '../../coordination/control-client.ts';
 import { CAP_VERSION } from '../../coordination/noise-client.ts';
 import { startImage } from '../../harness/image.ts';
-import { derpBlast, measure, oversizedHeads, signInSpray, silentHandshakes, slowHeads, sprayAddresses, stunFlood, stunOnce, type FloodFigure } from '../lib/floods.ts';
+import { derpBlast, derpPing, liteMapUpdate, measure, oversizedHeads, signInSpray, silentHandshakes, slowHeads, sprayAddresses, stunFlood, stunOnce, type FloodFigure } from '../lib/floods.ts';
 import { Sampler } from '../lib/proc-stats.ts';
 import { progress, save, table } from '../lib/report.ts';
 import { SimNode } from '../lib/sim-node.ts';
@@ -56,19 +56,12 @@ export async function runFloods(opts: { rounds: number; heapCapMiB?: number } = 
       await run(measure(tag('2,000 requests with a 40 KiB head'), 'router', pid('router'), getKey, () => oversizedHeads(image.port, 2_000)));
       progress('2,000 silent Noise handshakes');
       const [n0, a, b, c] = nodes;
-      const lite = async () => {
-        const r = await n0.post('/machine/map', { Version: CAP_VERSION, NodeKey: n0.nodeKey, Stream: false, OmitPeers: true });
-        if (r.status !== 200) throw new Error(`lite map update answered ${r.status}`);
-      };
+      const lite = liteMapUpdate(n0);
       await run(measure(tag('2,000 /ts2021 upgrades that never send a frame after the handshake'), 'coordination', pid('coordination'), lite, () => silentHandshakes(image.port, serverPublic, 2_000, 45_000)));
       progress('60 s DERP blast');
       const x = await DerpClient.connect({ host: '127.0.0.1', port: image.port, privateKey: c.nodePrivate });
       await x.waitFor('serverInfo');
-      const ping = async () => {
-        const data = Buffer.from(String(Date.now()).padStart(8, '0').slice(-8));
-        x.ping(data);
-        await x.waitFor('pong', (m) => m.data.equals(data), 5_000);
-      };
+      const ping = derpPing(x);
       // The packets also cross the router's tunnels: watch its memory too.
       const routerSampler = new Sampler(pid('router'));
       await run(

@@ -2,33 +2,20 @@
 // hundred simulated nodes, two relay users and two official clients: clean exits, time until everyone is back,
 // and whether every node kept its addresses and name.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { serverKey } from '../../coordination/control-client.ts';
 import { onlineLoggedAfter } from '../lib/crash-scenario.ts';
-import { Fleet, percentile, waitUntil } from '../lib/fleet.ts';
+import { percentile, waitUntil } from '../lib/fleet.ts';
 import { startOfficial, type Official } from '../lib/official.ts';
+import { scenarioPopulation, startPopulatedImage } from '../lib/populated-image.ts';
 import { progress, save, secs, table } from '../lib/report.ts';
-import { SimDerp } from '../lib/sim-derp.ts';
 import { lost, registrations } from '../lib/snapshot.ts';
-import { APPS, startSupervisedImage } from '../lib/supervised-image.ts';
-
-const who = { actor: 'reliability-run', ip: '' };
+import { APPS } from '../lib/supervised-image.ts';
 
 export async function runRestart(opts: { nodes: number }): Promise<string> {
-  const image = await startSupervisedImage();
-  let fleet: Fleet | null = null;
-  let derp: SimDerp[] = [];
+  progress(`starting the image and joining ${opts.nodes} simulated nodes`);
+  const populated = await startPopulatedImage(scenarioPopulation(opts.nodes));
+  const { image, redis, authKey, fleet, derp } = populated;
   let official: Official | null = null;
   try {
-    const redis = image.redis();
-    const serverPublic = await serverKey(image.url);
-    await image.admin.createUser(who, 'fleet');
-    const authKey = (await image.admin.createPreAuthKey(who, { user: 'fleet', reusable: true, expiresInSeconds: 86_400 })).key;
-    progress(`joining ${opts.nodes} simulated nodes`);
-    fleet = new Fleet({ port: image.port, serverPublic, count: opts.nodes });
-    await fleet.join(authKey, 16, 300_000);
-    derp = fleet.nodes.slice(0, 2).map((n) => new SimDerp(image.port, n.nodePrivate));
-    for (const d of derp) d.start();
-    await waitUntil(() => derp.every((d) => d.ready), () => 'relay users', 30_000);
     official = await startOfficial(image.url, authKey, image.admin);
     const simBefore = fleet.identities();
     const officialBefore = (await official?.identities()) ?? {};
@@ -78,9 +65,7 @@ export async function runRestart(opts: { nodes: number }): Promise<string> {
       ),
     ].join('\n');
   } finally {
-    await fleet?.stop();
-    await Promise.all(derp.map((d) => d.stop()));
     await official?.destroy();
-    await image.destroy();
+    await populated.destroy();
   }
 }
