@@ -83,6 +83,45 @@ test.serial('deleting a user that owns machines is refused with a clear message'
   t.is(await store.getNodeByNodeKey(n.nodeKey), null);
 });
 
+test.serial("deleting a user removes its pre-auth keys, so a leftover reusable key registers nothing", async (t) => {
+  const store = new Store(redis.client());
+  const u = await store.createUser('erin');
+  const other = await store.createUser('frank');
+  const exp = new Date(Date.now() + 60_000);
+  const { key: reusable } = await store.createPreAuthKey({ userId: u.id, reusable: true, ephemeral: false, expiration: exp, createdBy: 'test' });
+  const { key: single, record: singleRec } = await store.createPreAuthKey({ userId: u.id, reusable: false, ephemeral: false, expiration: exp, createdBy: 'test' });
+  await store.usePreAuthKey(single);
+  const { record: kept } = await store.createPreAuthKey({ userId: other.id, reusable: true, ephemeral: false, expiration: exp, createdBy: 'test' });
+
+  const { keysRemoved } = await store.deleteUser(u.id);
+  t.is(keysRemoved, 2);
+  await t.throwsAsync(() => store.usePreAuthKey(reusable), { message: /invalid pre-auth key/ });
+  const left = await store.listPreAuthKeys();
+  t.false(left.some((k) => k.userId === u.id), 'no key of the deleted user is listed');
+  t.true(left.some((k) => k.id === kept.id), "another user's key is untouched");
+  t.is(await store.redis.hget('hse:authkeys:used', String(singleRec.id)), null, 'the used-key marker went too');
+});
+
+test.serial("a machine is never written for a user deleted while its registration was in flight", async (t) => {
+  const store = new Store(redis.client());
+  const u = await store.createUser('grace');
+  // The registration checked the key, then the operator deleted the (still empty) user before the machine landed.
+  await store.deleteUser(u.id);
+  const fields = nodeFields(6000, u.id);
+  await t.throwsAsync(() => store.createNode(fields), { message: /no user with id \d+ \(it was deleted\)/ });
+  t.is(await store.getNodeByNodeKey(fields.nodeKey), null);
+  t.is(await store.getNodeByMachineKey(fields.machineKey), null, 'the machine-key claim is released, so it can register again');
+  t.false((await store.listNodes()).some((n) => n.userId === u.id));
+});
+
+test.serial("a key whose user vanished without the cleanup (data from an older version) is refused", async (t) => {
+  const store = new Store(redis.client());
+  const u = await store.createUser('heidi');
+  const { key: k } = await store.createPreAuthKey({ userId: u.id, reusable: true, ephemeral: false, expiration: new Date(Date.now() + 60_000), createdBy: 'test' });
+  await store.redis.hdel('hse:users', String(u.id));
+  await t.throwsAsync(() => store.usePreAuthKey(k), { message: /belongs to was deleted/ });
+});
+
 test('address candidates stay inside 100.64.0.0/10 and skip reserved ranges', (t) => {
   fc.assert(
     fc.property(fc.integer({ min: 1, max: 2 ** 31 }), (c) => {

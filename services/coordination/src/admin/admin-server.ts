@@ -113,9 +113,9 @@ export function createAdminServer(d: AdminDeps): http.Server {
       return u;
     },
     'DELETE /v1/users/:id': async (c) => {
-      const u = await d.store.deleteUser(id(c.params[0]));
-      await log(c, 'user.delete', u.name);
-      return u;
+      const { user, keysRemoved } = await d.store.deleteUser(id(c.params[0]));
+      await log(c, 'user.delete', user.name, { preAuthKeysRemoved: keysRemoved });
+      return user;
     },
 
     'GET /v1/preauthkeys': async () => (await d.store.listPreAuthKeys()).map(keyView),

@@ -26,6 +26,41 @@ const IP_SEQ = 'hse:seq:ip';
 /** Hash: single-use pre-auth key id -> time it was used. */
 const AUTHKEY_USED = 'hse:authkeys:used';
 
+/**
+ * KEYS: users, userByName, nodes, preAuthKeys, preAuthKeyByHash, used-keys; ARGV: user id, user name.
+ * Returns {machines still owned, keys removed}; deletes nothing when the first is non-zero.
+ */
+const DELETE_USER_LUA = `
+local uid = tonumber(ARGV[1])
+local owned = 0
+for _, v in ipairs(redis.call('HVALS', KEYS[3])) do
+  if cjson.decode(v).userId == uid then owned = owned + 1 end
+end
+if owned > 0 then return {owned, 0} end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[2])
+local removed = 0
+local all = redis.call('HGETALL', KEYS[4])
+for i = 1, #all, 2 do
+  local k = cjson.decode(all[i + 1])
+  if k.userId == uid then
+    redis.call('HDEL', KEYS[4], all[i])
+    redis.call('HDEL', KEYS[5], k.prefix)
+    redis.call('HDEL', KEYS[6], all[i])
+    removed = removed + 1
+  end
+end
+return {0, removed}
+`;
+
+/** KEYS: users, nodes, nodeByNodeKey; ARGV: owner id, node id, node JSON, node key. Writes only if the owner exists. */
+const WRITE_NODE_IF_OWNER_LUA = `
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+redis.call('HSET', KEYS[3], ARGV[4], ARGV[2])
+return 1
+`;
+
 function parse<T>(s: string | null | undefined): T | null {
   if (s === null || s === undefined) return null;
   return JSON.parse(s) as T;
@@ -87,16 +122,31 @@ export class Store {
     return next;
   }
 
-  async deleteUser(id: number): Promise<UserRecord> {
+  /**
+   * Deletes a user and, in the same atomic step, the pre-auth keys it owned (a leftover reusable key would otherwise
+   * keep registering devices to a user that no longer exists). Refused while the user still owns machines; the
+   * check and the delete run as one script, so a registration cannot slip a machine in between.
+   */
+  async deleteUser(id: number): Promise<{ user: UserRecord; keysRemoved: number }> {
     const u = await this.getUser(id);
     if (!u) throw new StateError(404, `no user with id ${id}`);
-    const owned = (await this.listNodes()).filter((n) => n.userId === id);
-    if (owned.length > 0) {
-      throw new StateError(409, `user "${u.name}" still owns ${owned.length} machine(s); delete them or move them to another user first`);
+    const [owned, keysRemoved] = (await this.redis.eval(
+      DELETE_USER_LUA,
+      6,
+      K.users,
+      K.userByName,
+      K.nodes,
+      K.preAuthKeys,
+      K.preAuthKeyByHash,
+      AUTHKEY_USED,
+      String(id),
+      u.name,
+    )) as [number, number];
+    if (owned > 0) {
+      throw new StateError(409, `user "${u.name}" still owns ${owned} machine(s); delete them or move them to another user first`);
     }
-    await this.redis.multi().hdel(K.users, String(id)).hdel(K.userByName, u.name).exec();
     await this.publish({ kind: 'user.change', userId: id });
-    return u;
+    return { user: u, keysRemoved };
   }
 
   // ---- nodes -------------------------------------------------------------------------------------------------
@@ -159,7 +209,11 @@ export class Store {
       created: new Date().toISOString(),
       lastSeen: null,
     };
-    await this.redis.multi().hset(K.nodes, String(id), JSON.stringify(node)).hset(K.nodeByNodeKey, node.nodeKey, String(id)).exec();
+    const written = await this.redis.eval(WRITE_NODE_IF_OWNER_LUA, 3, K.users, K.nodes, K.nodeByNodeKey, String(node.userId), String(id), JSON.stringify(node), node.nodeKey);
+    if (written !== 1) {
+      await this.redis.multi().hdel(K.nodeByMachineKey, node.machineKey).hdel(K.nodeByIPv4, ipv4).hdel(K.nodeByName, givenName).exec();
+      throw new StateError(409, `no user with id ${node.userId} (it was deleted); ask an administrator for a new key`);
+    }
     await this.publish({ kind: 'node.upsert', nodeId: id, full: true });
     return node;
   }
@@ -290,6 +344,7 @@ export class Store {
     const record = id === null ? null : await this.getPreAuthKey(Number(id));
     if (!record || !timingSafeEqualHex(record.hash, sha256(key))) throw new StateError(401, 'invalid pre-auth key');
     if (Date.parse(record.expiration) <= Date.now()) throw new StateError(401, 'pre-auth key expired; ask an administrator for a new one');
+    if (!(await this.getUser(record.userId))) throw new StateError(401, 'the user this pre-auth key belongs to was deleted; ask an administrator for a new key');
     if (record.reusable) return record;
     // HSETNX is the atomic "first one wins" that makes a single-use key register exactly one device.
     if ((await this.redis.hsetnx(AUTHKEY_USED, String(record.id), new Date().toISOString())) === 0) {
