@@ -40,7 +40,7 @@ function userRow(u: UserView, v: UsersView): Html {
       label: 'Delete…',
       question: u.machines
         ? html`<strong>${u.name}</strong> still owns ${u.machines} machine${u.machines === 1 ? '' : 's'}; the coordination service will refuse until they are deleted or moved. Try anyway?`
-        : html`Delete <strong>${u.name}</strong>? Pre-auth keys of this user stop working.`,
+        : html`Delete <strong>${u.name}</strong>? Its pre-auth keys are removed with it and stop working.`,
       confirmLabel: 'Delete user',
     })}
   </td>`
