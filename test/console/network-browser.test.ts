@@ -122,11 +122,14 @@ if (!haveTailscale()) {
     t.is((await admin.locator('#new-key').textContent())?.trim(), m![2]);
     await admin.click('button[data-copy="new-command"]');
     await admin.locator('button[data-copy="new-command"]', { hasText: 'Copied' }).waitFor();
+    // What the button put on the clipboard is what an operator pastes: it must be the whole command, unaltered.
+    const pasted = String(await admin.evaluate('navigator.clipboard.readText()'));
+    t.is(pasted, command, 'the copy button put exactly the shown command on the clipboard');
     await shot(admin, 'keys-created');
 
-    // Exactly the command the console showed (its arguments), plus what keeps a test client off the host's network.
+    // Exactly the command the operator pasted (its arguments), plus what keeps a test client off the host's network.
     const laptop = await newNode('laptop');
-    const args = command.split(' ').slice(1);
+    const args = pasted.split(' ').slice(1);
     await laptop.cli([...args, '--hostname=laptop', '--accept-dns=false', '--accept-routes=false'], 90_000);
     await laptop.waitFor(running, 'laptop running');
 
