@@ -171,4 +171,22 @@ export function behindProxy(kind: ProxyKind): void {
     t.regex(stdout, new RegExp(`pong from ${names[1]}`));
     t.regex(stdout, /via DERP\(hse\)/);
   });
+
+  // Proxies cut a connection after 60 s by default (nginx proxy_read_timeout, Traefik's entrypoint readTimeout, which
+  // is a deadline on the whole upgraded connection, not an idle timer). The examples raise it; here a real map stream
+  // and relay connection are held well past that mark and must not have been cut and reopened.
+  test.serial(`${kind}: the clients' map streams and relay connections outlive the proxy's default 60 s timeout`, async (t) => {
+    if (nodes.length < 2) return t.fail('the join test did not bring the clients up');
+    const a = nodes[0];
+    const offline = () => (s!.image.logs().match(/node offline/g) ?? []).length;
+    const relayClosed = () => (s!.image.logs().match(/relay client disconnected/g) ?? []).length;
+    const before = { offline: offline(), relay: relayClosed() };
+    await new Promise((r) => setTimeout(r, 75_000));
+    t.is(offline(), before.offline, `a map stream was cut while held through ${kind}:\n${logs()}`);
+    t.is(relayClosed(), before.relay, `a relay connection was cut while held through ${kind}:\n${logs()}`);
+    const sa = await a.status();
+    t.true(running(sa) && a.peers(sa).some((p) => p.HostName === `${kind}-b` && p.Online), JSON.stringify(sa.Peer));
+    const peer = a.peers(sa).find((p) => p.HostName === `${kind}-b`)!;
+    t.regex(await pingViaRelay(a, peer.TailscaleIPs[0]), new RegExp(`pong from ${kind}-b`));
+  });
 }
