@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The image's build steps, kept out of the Dockerfile so they can be read, run and tested without a Docker engine.
-# The Dockerfile runs each phase in its own layer; test/proxy/image.test.ts runs `verify` against a checkout.
+# The Dockerfile runs each phase in its own layer; test/proxy/image.test.ts runs `verify` and `cache` against the
+# checkout, and `deps`, `verify` and `cache` on a copy of the build context, then starts the image from that copy.
 #
 #   image-setup.sh system   Debian packages (redis-server, tini), the non-root user, /data. Root only; build time.
 #   image-setup.sh deps     npm ci of the runtime dependencies only (includes the pinned Node 24 and pm2).

@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { parseConfig } from '../../shared/config.ts';
 import { checkImage, proxyModeRefusal } from '../../deploy/check-config.ts';
 import { healthUrl } from '../../deploy/healthcheck.ts';
@@ -104,6 +104,46 @@ test('healthcheck reports unhealthy (status 1, one line) when nothing answers', 
 });
 
 test('entrypoint in proxy mode runs the whole image under pm2-runtime (embedded Redis included) until healthy, and stops on SIGTERM', async (t) => {
+  await entrypointRunsUntilHealthy(t, ROOT);
+});
+
+/**
+ * The build the Dockerfile does, from the same context (deploy/Dockerfile.dockerignore's filter over the tracked
+ * files) into a fresh directory: `deps` installs the runtime dependencies only, `verify` and `cache` pass there (so
+ * no process imports a development-only package), and the entrypoint runs the image from that tree. The `system`
+ * phase (apt packages, the hse user, /data) changes the machine itself and is left to the real image build.
+ */
+test("the Dockerfile's deps, verify and cache phases build a runnable tree with runtime dependencies only", async (t) => {
+  const app = tempDir('hse-img-');
+  try {
+    const { stdout: tracked } = await run('git', ['ls-files', '-z'], { cwd: ROOT, maxBuffer: 32 * 1024 * 1024 });
+    const excluded = /^(\.git|node_modules|data|test-artifacts|test|bench|\.ci)(\/|$)|(^|\/)\.env$|\.log$/;
+    for (const f of tracked.split('\0').filter((x) => x && !excluded.test(x))) {
+      fs.mkdirSync(path.dirname(path.join(app, f)), { recursive: true });
+      fs.copyFileSync(path.join(ROOT, f), path.join(app, f));
+      fs.chmodSync(path.join(app, f), fs.statSync(path.join(ROOT, f)).mode);
+    }
+    const setup = path.join(app, 'deploy/image-setup.sh');
+    // The machine's own environment (its registry, proxy and CA settings), without the settings of the npm running
+    // this test, as `docker build` would run npm with the builder's network settings.
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.toLowerCase().startsWith('npm_')));
+    await run(setup, ['deps'], { env, maxBuffer: 32 * 1024 * 1024 });
+    for (const dev of ['ava', 'typescript', 'playwright-core', 'fast-check']) {
+      t.false(fs.existsSync(path.join(app, 'node_modules', dev)), `${dev} is a development dependency and must not be in the image`);
+    }
+    const verify = await run(setup, ['verify'], { env });
+    t.regex(verify.stdout, /^image-setup verify: ok \(node 24\.\d+\.\d+, /);
+    const cache = await run(setup, ['cache'], { env: { ...env, NODE_COMPILE_CACHE: path.join(app, '.cache') } });
+    t.regex(cache.stdout, /5 of 5 processes cached/, cache.stderr);
+    await entrypointRunsUntilHealthy(t, app);
+  } finally {
+    fs.rmSync(app, { recursive: true, force: true });
+  }
+});
+
+async function entrypointRunsUntilHealthy(t: ExecutionContext, root: string): Promise<void> {
+  const ENTRYPOINT = path.join(root, 'deploy/entrypoint.sh');
+  const HEALTHCHECK = path.join(root, 'deploy/healthcheck.sh');
   const dir = tempDir('hse-ep-');
   const port = await freePort();
   const env = {
@@ -152,4 +192,4 @@ test('entrypoint in proxy mode runs the whole image under pm2-runtime (embedded 
     }
     fs.rmSync(dir, { recursive: true, force: true });
   }
-});
+}
