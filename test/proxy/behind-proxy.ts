@@ -10,11 +10,13 @@
 // Then, with the official Tailscale client: two nodes join with the https:// login URL through the proxy, reach
 // Running, see each other and ping through our relay, also reached through the proxy.
 import { execFile } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import test from 'ava';
 import { createTestCA, TEST_DOMAIN, type TestCA } from '../harness/ca.ts';
-import { startImage, type Image } from '../harness/image.ts';
+import { startImage } from '../harness/image.ts';
+import { APPS, startSupervisedImage } from '../reliability/lib/supervised-image.ts';
 import { freePort, NODE, ROOT } from '../harness/process.ts';
 import { missingProxy, startProxy, type ProxyKind, type RunningProxy } from '../harness/proxies.ts';
 import { haveTailscale, TsNode, type TsStatus } from '../harness/tailscale.ts';
@@ -29,13 +31,46 @@ const FORGED_REAL_IP = '203.0.113.8';
 /** Tailscale v1.102's capability version, as its client sends it to /key. */
 const CAPVER = 142;
 
+/** What these checks need of the image, whichever way it was started. */
+interface ProxiedImage {
+  port: number;
+  env: Record<string, string>;
+  logs(): string;
+  stop(): Promise<void>;
+}
+
 interface Setup {
   ca: TestCA;
-  image: Image;
+  image: ProxiedImage;
   proxy: RunningProxy;
 }
 
-export function behindProxy(kind: ProxyKind): void {
+/**
+ * The image as the container runs it: the real pm2 with ecosystem.config.cjs and the embedded Redis, rather than
+ * the test harness's separate processes and test Redis.
+ */
+async function startUnderPm2(publicUrl: string, env: Record<string, string>): Promise<ProxiedImage> {
+  const sup = await startSupervisedImage({ HSE_PUBLIC_URL: publicUrl, ...env });
+  try {
+    const files = (await Promise.all(APPS.map(async (n) => (await sup.app(n)).pm2_env))).flatMap((e) => [e.pm_out_log_path, e.pm_err_log_path]);
+    return {
+      port: sup.port,
+      env: sup.env,
+      logs: () => files.map((f) => (fs.existsSync(f) ? fs.readFileSync(f, 'utf8') : '')).join('\n'),
+      stop: () => sup.destroy(),
+    };
+  } catch (e) {
+    await sup.destroy();
+    throw e;
+  }
+}
+
+export interface BehindProxyOptions {
+  /** Run the image under pm2 with its embedded Redis, as the container does (default: the harness's processes). */
+  supervised?: boolean;
+}
+
+export function behindProxy(kind: ProxyKind, opts: BehindProxyOptions = {}): void {
   const missing = missingProxy(kind);
   if (missing) {
     test(`${kind} is installed`, (t) => t.fail(missing));
@@ -48,10 +83,8 @@ export function behindProxy(kind: ProxyKind): void {
     const ca = await createTestCA();
     const ports = { https: await freePort(), http: await freePort() };
     const publicUrl = `https://${TEST_DOMAIN}:${ports.https}`;
-    const image = await startImage({
-      publicUrl,
-      env: { HSE_TLS: 'off', HSE_TRUSTED_PROXIES: '127.0.0.1/32', HSE_CONSOLE_PASSWORD: PASSWORD },
-    });
+    const env = { HSE_TLS: 'off', HSE_TRUSTED_PROXIES: '127.0.0.1/32', HSE_CONSOLE_PASSWORD: PASSWORD };
+    const image = opts.supervised ? await startUnderPm2(publicUrl, env) : await startImage({ publicUrl, env });
     try {
       const proxy = await startProxy(kind, { domain: TEST_DOMAIN, upstream: { host: '127.0.0.1', port: image.port }, ca, ports });
       s = { ca, image, proxy };
@@ -180,6 +213,8 @@ export function behindProxy(kind: ProxyKind): void {
     const a = nodes[0];
     const offline = () => (s!.image.logs().match(/node offline/g) ?? []).length;
     const relayClosed = () => (s!.image.logs().match(/relay client disconnected/g) ?? []).length;
+    // The counts below are only worth something if the log is the image's: the clients' joins are in it.
+    t.regex(s!.image.logs(), new RegExp(`node online.*${kind}-b`), 'the image log is readable here');
     const before = { offline: offline(), relay: relayClosed() };
     await new Promise((r) => setTimeout(r, 75_000));
     t.is(offline(), before.offline, `a map stream was cut while held through ${kind}:\n${logs()}`);
