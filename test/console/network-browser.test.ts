@@ -152,6 +152,10 @@ if (!haveTailscale()) {
     await admin.locator('.notice.ok', { hasText: 'workstation.hse.internal' }).waitFor();
     const renamed = await laptop.waitFor((s) => s.Self.DNSName === 'workstation.hse.internal.', 'the client to see its new name', 30_000);
     t.is(renamed.Self.DNSName, 'workstation.hse.internal.');
+    // And in the plain `tailscale status` a person reads: its own line carries the new name, the old one is gone.
+    const plain = (await laptop.cli(['status'])).stdout;
+    t.regex(plain, /^100\.\d+\.\d+\.\d+\s+workstation\s/m, plain);
+    t.notRegex(plain, /\blaptop\b/, plain);
     await watcher.locator('#machines-table tr[data-name="workstation"][data-online="true"]').waitFor();
     t.is(await watcher.locator('#machines-table tr[data-name="laptop"]').count(), 0);
 
