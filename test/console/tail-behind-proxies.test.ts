@@ -2,10 +2,11 @@
 // nginx), in proxy mode over HTTPS with the test CA: the event stream's headers arrive at once and a new entry reaches
 // the browser while the stream stays open, which fails if a proxy buffers the response. (The nginx examples switch
 // buffering off themselves; the stream's X-Accel-Buffering: no covers an nginx set up without that.) One image, the
-// four proxies side by side in front of it.
+// four proxies side by side in front of it. An idle stream's heartbeat comments get through each proxy too.
 import test from 'ava';
 import { createTestCA, TEST_DOMAIN, type TestCA } from '../harness/ca.ts';
 import type { Image } from '../harness/image.ts';
+import { HEARTBEAT_MS } from '../../services/console/src/activity/stream-route.ts';
 import { missingProxy, PROXY_KINDS, startProxy, type RunningProxy } from '../harness/proxies.ts';
 import { Client, entryOf, PASSWORD, startConsole } from './console-client.ts';
 
@@ -28,7 +29,7 @@ test.after.always(async () => {
 });
 
 for (const kind of PROXY_KINDS) {
-  test.serial(`${kind}: a new entry arrives through the proxy while the stream stays open`, async (t) => {
+  test.serial(`${kind}: a new entry, then the idle heartbeat, arrive through the proxy while the stream stays open`, async (t) => {
     const missing = missingProxy(kind);
     if (missing) return t.fail(missing);
     const proxy = proxies.get(kind)!;
@@ -46,5 +47,9 @@ for (const kind of PROXY_KINDS) {
     const ev = await s.waitFor((e) => e.event === 'entry' && entryOf(e).actor === probe, `entry for ${probe} through ${kind}`);
     t.is(entryOf(ev).ip, '127.0.0.2', 'the client address survives the proxy and the router');
     t.false(s.ended, 'the stream is still open');
+    // With nothing to send, a heartbeat comment still gets through the proxy (it keeps idle proxies and browsers
+    // from cutting the stream), within one heartbeat period of the stream opening.
+    await s.waitForText(': ping', HEARTBEAT_MS + 10_000);
+    t.false(s.ended, 'the stream is still open after the heartbeat');
   });
 }
