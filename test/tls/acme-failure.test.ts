@@ -1,5 +1,5 @@
 // ACME failures an operator meets, against Pebble: a public name the CA cannot resolve. The router logs the CA's
-// own reason with a hint, keeps port 80 answering (challenges, and a 503 that says HTTPS is not there yet instead
+// own reason with a hint, keeps port 80 answering (challenges, the /generate_204 probe, and a 503 that says HTTPS is not there yet instead
 // of redirecting to it), refuses HTTPS handshakes with a log line saying why, and retries later.
 import test from 'ava';
 import { missingPebble, startPebble, type Pebble } from '../harness/pebble.ts';
@@ -17,7 +17,7 @@ if (missing) {
   test.before(async () => {
     // Nothing is added to Pebble's DNS: nowhere.test resolves neither here nor for the CA.
     pebble = await startPebble({ httpPort: 1 });
-    tls = await startTlsImage({ host: DOMAIN, env: { HSE_ACME_DIRECTORY_URL: pebble.directoryUrl, NODE_EXTRA_CA_CERTS: pebble.apiCaFile } });
+    tls = await startTlsImage({ host: DOMAIN, services: ['relay'], env: { HSE_ACME_DIRECTORY_URL: pebble.directoryUrl, NODE_EXTRA_CA_CERTS: pebble.apiCaFile } });
   });
 
   test.after.always(async () => {
@@ -47,7 +47,7 @@ if (missing) {
     t.regex(line, /reason="ACME failed: .*could not resolve URL/);
   });
 
-  test.serial('port 80 keeps answering: a 503 explaining HTTPS is not there yet, and 404 for unknown challenges', async (t) => {
+  test.serial('port 80 keeps answering: a 503 explaining HTTPS is not there yet, 404 for unknown challenges, and the /generate_204 probe', async (t) => {
     const r = await plainRequest(tls!.httpPort, '/console');
     t.is(r.status, 503);
     t.regex(r.body, /HTTPS is not available yet/);
@@ -56,5 +56,9 @@ if (missing) {
     t.notRegex(r.body, /resolve|nowhere/);
     const c = await plainRequest(tls!.httpPort, '/.well-known/acme-challenge/unknown-token');
     t.is(c.status, 404);
+    // Tailscale's captive-portal probe does not wait for a certificate: it is served on port 80 as always.
+    const g = await plainRequest(tls!.httpPort, '/generate_204', { headers: { 'x-tailscale-challenge': 'before-cert' } });
+    t.is(g.status, 204);
+    t.is(g.headers['x-tailscale-response'], 'response before-cert');
   });
 }
