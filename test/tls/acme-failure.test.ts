@@ -1,6 +1,6 @@
 // ACME failures an operator meets, against Pebble: a public name the CA cannot resolve. The router logs the CA's
-// own reason with a hint, keeps port 80 answering (challenges, the /generate_204 probe, and a 503 that says HTTPS is not there yet instead
-// of redirecting to it), refuses HTTPS handshakes with a log line saying why, and retries later.
+// own reason with a hint, keeps port 80 answering (challenges, the /generate_204 probe, and a 503 that says HTTPS is
+// not there yet instead of redirecting to it), refuses HTTPS handshakes with a log line saying why, and retries later.
 import test from 'ava';
 import { missingPebble, startPebble, type Pebble } from '../harness/pebble.ts';
 import { eventually, handshake, plainRequest, startTlsImage, type TlsImage } from './tls-image.ts';
