@@ -1,6 +1,7 @@
 // ACME end to end against Pebble (Let's Encrypt's test CA) on loopback: the router orders a certificate for
 // hse.test over HTTP-01 on its HSE_TLS_HTTP_PORT, serves it, keeps it under HSE_DATA_DIR/tls with owner-only modes,
 // renews it before it expires without dropping open connections, and serves the stored one again after a restart.
+// The account it registered carries the operator's contact e-mail, as the CA reports it.
 // Pebble issues 20-second certificates here, so a renewal (at two thirds of the lifetime) comes ~13 s after issuance.
 import fs from 'node:fs';
 import https from 'node:https';
@@ -64,6 +65,17 @@ if (missing) {
     const meta = JSON.parse(fs.readFileSync(path.join(dir, 'certificate.json'), 'utf8')) as { directoryUrl: string; domain: string };
     t.is(meta.directoryUrl, pebble!.directoryUrl);
     t.is(meta.domain, DOMAIN);
+  });
+
+  test.serial('the ACME account was registered with HSE_ACME_EMAIL as its contact (read back from the CA)', async (t) => {
+    const acme = (await import('acme-client')).default;
+    acme.axios.defaults.httpsAgent = new https.Agent({ ca: fs.readFileSync(pebble!.apiCaFile) });
+    const accountKey = fs.readFileSync(path.join(tls!.image.dataDir, 'tls', 'account.key'));
+    const client = new acme.Client({ directoryUrl: pebble!.directoryUrl, accountKey });
+    // onlyReturnExisting: look the stored key's account up, never create one.
+    const account = await client.createAccount({ onlyReturnExisting: true });
+    t.is(account.status, 'valid');
+    t.deepEqual(account.contact, ['mailto:ops@hse.test']);
   });
 
   test.serial('the certificate is renewed before it expires; open connections keep working, new ones get the new certificate', async (t) => {
