@@ -11,6 +11,7 @@
 // from what is tested.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import https from 'node:https';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -268,6 +269,35 @@ async function waitListening(s: Spawned, port: number, what: string, ms = 30_000
   throw new Error(`${what} did not listen on 127.0.0.1:${port}; output:\n${s.output()}`);
 }
 
+/**
+ * Listening is not serving: Traefik opens its entrypoint before its file provider has loaded the router and the
+ * certificate, and meanwhile answers with its own default certificate or its own 404. Waits until a request through
+ * the proxy completes a handshake with the test CA's certificate and is not answered by Traefik itself.
+ */
+async function waitServing(s: Spawned, port: number, kind: ProxyKind, opts: ProxyOptions, ms = 30_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  let last = '';
+  while (Date.now() < deadline) {
+    if (s.proc.exitCode !== null || s.proc.signalCode !== null) break;
+    last = await new Promise<string>((resolve) => {
+      const req = https.get(
+        { host: '127.0.0.1', port, path: '/', ca: opts.ca.caPem, agent: false, headers: { host: `${opts.domain.includes(':') ? `[${opts.domain}]` : opts.domain}:${port}` } },
+        (res) => {
+          let body = '';
+          res.on('data', (d: Buffer) => (body += d.toString()));
+          res.on('end', () => resolve(kind === 'traefik' && res.statusCode === 404 && body === '404 page not found\n' ? "Traefik's own 404" : ''));
+          res.on('error', (e) => resolve(e.message));
+        },
+      );
+      req.setTimeout(5000, () => req.destroy(new Error('no answer in 5 s')));
+      req.on('error', (e) => resolve(e.message));
+    });
+    if (last === '') return;
+    await sleep(100);
+  }
+  throw new Error(`${kind} listened on 127.0.0.1:${port} but did not serve the example's site (${last}); output:\n${s.output()}`);
+}
+
 function checkConfig(cmd: string, args: string[], env: Record<string, string>, cwd: string, what: string): void {
   const r = spawnSync(cmd, args, { cwd, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env }, encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`${what} refused its configuration:\n${r.stdout}${r.stderr}`);
@@ -322,7 +352,7 @@ async function writeConfig(kind: ProxyKind, opts: ProxyOptions, bin: string, dir
   return { dir, ports, files, cmd: bin, args, env };
 }
 
-/** Starts `kind` in front of `opts.upstream` and resolves once it listens. */
+/** Starts `kind` in front of `opts.upstream` and resolves once it serves the example's site. */
 export async function startProxy(kind: ProxyKind, opts: ProxyOptions): Promise<RunningProxy> {
   // A free port found by binding and releasing it can be taken by a parallel test before the proxy binds it: try
   // again with fresh ports (only when the caller did not fix them).
@@ -350,6 +380,7 @@ async function startProxyOnce(kind: ProxyKind, opts: ProxyOptions): Promise<Runn
   };
   try {
     await waitListening(s, p.ports.https, kind);
+    await waitServing(s, p.ports.https, kind, opts);
   } catch (e) {
     await stop();
     throw e;

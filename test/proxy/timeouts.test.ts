@@ -83,7 +83,10 @@ async function openTunnel(p: RunningProxy): Promise<Tunnel> {
     wake.splice(0).forEach((f) => f());
   });
   s.on('error', () => {});
-  await new Promise<void>((r) => s.once('secureConnect', () => r()));
+  await new Promise<void>((resolve, reject) => {
+    s.once('secureConnect', () => resolve());
+    s.once('close', () => reject(new Error(`${p.kind}: the TLS connection closed before the handshake finished\n${p.output()}`)));
+  });
   s.write(`POST /ts2021 HTTP/1.1\r\nHost: ${TEST_DOMAIN}:${p.port}\r\nUpgrade: tailscale-control-protocol\r\nConnection: upgrade\r\nContent-Length: 0\r\n\r\n`);
   while (!buf.includes('\r\n\r\n') && !closed) await new Promise<void>((r) => wake.push(r));
   if (!/^HTTP\/1\.1 101 /.test(buf)) throw new Error(`${p.kind}: no 101 for the tunnel: ${JSON.stringify(buf.slice(0, 300))}\n${p.output()}`);
@@ -138,7 +141,8 @@ for (const kind of PROXY_KINDS) {
       // Traefik's readTimeout bounds how long a request may take to arrive; its tunnels and long responses are not
       // subject to it (checked in the next test). A 6 s upload is.
       const r = await request(p, '/upload', { method: 'POST', chunks: 6, everyMs: 1000 });
-      t.not(r, '200 received 60', p.output());
+      // Cut by the proxy (an HTTP error status from Traefik), not refused before it: that would prove nothing.
+      t.regex(r, /^[45]\d\d /, p.output());
       return;
     }
     const tunnel = await openTunnel(p);
@@ -154,14 +158,23 @@ for (const kind of PROXY_KINDS) {
     // Generous: the hold itself is fixed, but starting the image and the proxy under a loaded CI machine is not.
     t.timeout((hold + 180) * 1000);
     const p = await proxy(kind);
-    const tunnel = await openTunnel(p);
-    t.is(await tunnel.echo('before'), 'before');
+    // Each step has its own deadline, so a hang names the step and shows the proxy's output.
+    const step = <T>(what: string, work: Promise<T>, seconds: number): Promise<T> =>
+      Promise.race([
+        work,
+        sleep(seconds * 1000, undefined, { ref: false }).then(() => {
+          throw new Error(`${kind}: ${what} did not finish within ${seconds} s\n${p.output().slice(-3000)}`);
+        }),
+      ]);
+    const tunnel = await step('opening the tunnel', openTunnel(p), 30);
+    t.is(await step('the first echo', tunnel.echo('before'), 30), 'before');
+    const uploadChunks = hold / MARGIN_S + 1;
     const [poll, upload] = await Promise.all([
-      request(p, `/poll?quiet_ms=${hold * 1000}`),
-      request(p, '/upload', { method: 'POST', chunks: hold / MARGIN_S + 1, everyMs: MARGIN_S * 1000 }),
+      step('the long-poll', request(p, `/poll?quiet_ms=${hold * 1000}`), hold + 30),
+      step('the slow upload', request(p, '/upload', { method: 'POST', chunks: uploadChunks, everyMs: MARGIN_S * 1000 }), uploadChunks * MARGIN_S + 30),
       sleep(hold * 1000),
     ]);
-    t.is(await tunnel.echo(`after ${hold} s of quiet`), `after ${hold} s of quiet`, p.output());
+    t.is(await step('the echo after the quiet', tunnel.echo(`after ${hold} s of quiet`), 30), `after ${hold} s of quiet`, p.output());
     t.is(poll, '200 answer');
     t.is(upload, `200 received ${(hold / MARGIN_S + 1) * 10}`);
     tunnel.close();
