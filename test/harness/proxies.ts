@@ -274,14 +274,14 @@ async function waitListening(s: Spawned, port: number, what: string, ms = 30_000
  * certificate, and meanwhile answers with its own default certificate or its own 404. Waits until a request through
  * the proxy completes a handshake with the test CA's certificate and is not answered by Traefik itself.
  */
-async function waitServing(s: Spawned, port: number, kind: ProxyKind, opts: ProxyOptions, ms = 30_000): Promise<void> {
+async function waitServing(s: Spawned, port: number, kind: ProxyKind, hostHeader: string, ca: TestCA, ms = 30_000): Promise<void> {
   const deadline = Date.now() + ms;
   let last = '';
   while (Date.now() < deadline) {
     if (s.proc.exitCode !== null || s.proc.signalCode !== null) break;
     last = await new Promise<string>((resolve) => {
       const req = https.get(
-        { host: '127.0.0.1', port, path: '/', ca: opts.ca.caPem, agent: false, headers: { host: `${opts.domain.includes(':') ? `[${opts.domain}]` : opts.domain}:${port}` } },
+        { host: '127.0.0.1', port, path: '/', ca: ca.caPem, agent: false, headers: { host: hostHeader } },
         (res) => {
           let body = '';
           res.on('data', (d: Buffer) => (body += d.toString()));
@@ -378,13 +378,13 @@ async function startProxyOnce(kind: ProxyKind, opts: ProxyOptions): Promise<Runn
     }
     fs.rmSync(p.dir, { recursive: true, force: true });
   };
+  const host = opts.domain.includes(':') ? `[${opts.domain}]` : opts.domain;
   try {
     await waitListening(s, p.ports.https, kind);
-    await waitServing(s, p.ports.https, kind, opts);
+    await waitServing(s, p.ports.https, kind, `${host}:${p.ports.https}`, opts.ca);
   } catch (e) {
     await stop();
     throw e;
   }
-  const host = opts.domain.includes(':') ? `[${opts.domain}]` : opts.domain;
   return { kind, url: `https://${host}:${p.ports.https}`, port: p.ports.https, httpPort: p.ports.http, dir: p.dir, files: p.files, output: s.output, stop };
 }
