@@ -140,7 +140,12 @@ async function runOne(name: ServerName, n: number): Promise<Run> {
 
 function eventStats(rs: EventResult[]): { p50: number; p99: number; all: number; missing: number } {
   const lat = rs.flatMap((r) => r.latencies);
-  return { p50: percentile(lat, 50), p99: percentile(lat, 99), all: median(rs.map((r) => (Number.isNaN(r.allMs) ? Infinity : r.allMs))), missing: rs.reduce((s, r) => s + r.missing, 0) };
+  return {
+    p50: percentile(lat, 50),
+    p99: percentile(lat, 99),
+    all: median(rs.map((r) => (Number.isNaN(r.allMs) ? Infinity : r.allMs))),
+    missing: rs.reduce((s, r) => s + r.missing, 0),
+  };
 }
 
 function rows(runs: Run[]): (string | number)[][] {

@@ -77,7 +77,10 @@ async function measureImage(): Promise<{ rows: [string, ProcMem][]; version: str
   // As the image build does (image-setup.sh cache): every process then starts with its TypeScript already stripped.
   const warm = spawnSync(NODE, [path.join(ROOT, 'deploy/warm-compile-cache.cjs')], { env, cwd: ROOT, encoding: 'utf8' });
   if (warm.status !== 0) throw new Error(`warm-compile-cache failed:\n${warm.stderr}${warm.stdout}`);
-  const sup = startServer('pm2-runtime', NODE, [path.join(ROOT, 'node_modules/pm2/bin/pm2-runtime'), 'start', path.join(ROOT, 'ecosystem.config.cjs')], { env, cwd: ROOT });
+  const sup = startServer('pm2-runtime', NODE, [path.join(ROOT, 'node_modules/pm2/bin/pm2-runtime'), 'start', path.join(ROOT, 'ecosystem.config.cjs')], {
+    env,
+    cwd: ROOT,
+  });
   try {
     const base = `http://127.0.0.1:${port}`;
     let up = false;
@@ -108,7 +111,10 @@ async function measureReference(): Promise<[string, ProcMem][]> {
     path.join(dir, 'Caddyfile'),
     `{\n  admin off\n  auto_https off\n}\nhttp://127.0.0.1:${caddyPort} {\n  bind 127.0.0.1\n  reverse_proxy 127.0.0.1:${hs.port}\n}\n`,
   );
-  const caddy = startServer('caddy', 'caddy', ['run', '--config', path.join(dir, 'Caddyfile'), '--adapter', 'caddyfile'], { env: { PATH: process.env.PATH, HOME: dir, XDG_DATA_HOME: dir, XDG_CONFIG_HOME: dir }, cwd: dir });
+  const caddy = startServer('caddy', 'caddy', ['run', '--config', path.join(dir, 'Caddyfile'), '--adapter', 'caddyfile'], {
+    env: { PATH: process.env.PATH, HOME: dir, XDG_DATA_HOME: dir, XDG_CONFIG_HOME: dir },
+    cwd: dir,
+  });
   try {
     await caddy.waitFor(/serving initial configuration|server running/, 30_000);
     // One request through Caddy, so both have served something, as the image has (health checks).

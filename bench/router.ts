@@ -185,7 +185,9 @@ process.stdout.write(
   )}\n\n`,
 );
 const pollRow = (name: string, p: typeof routerPolls) =>
-  p ? [name, fmtNum(polls), fmtMiB(p.before), fmtMiB(p.after), `${fmtNum(p.perPollKiB, 1)} KiB`, fmtMiB(p.perPollKiB * 10_000)] : [name, '–', '–', '–', '–', '–'];
+  p
+    ? [name, fmtNum(polls), fmtMiB(p.before), fmtMiB(p.after), `${fmtNum(p.perPollKiB, 1)} KiB`, fmtMiB(p.perPollKiB * 10_000)]
+    : [name, '–', '–', '–', '–', '–'];
 process.stdout.write(
   `${table(['proxy', 'long-polls held', 'RSS before', 'RSS holding', 'per long-poll', 'per 10,000'], [pollRow('hse router', routerPolls), pollRow('nginx (auto workers)', nginxPolls)])}\n\n`,
 );

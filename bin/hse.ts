@@ -44,7 +44,11 @@ function table(rows: Record<string, unknown>[], cols: string[]): string {
   if (rows.length === 0) return '(none)';
   const cells = rows.map((r) => cols.map((c) => (Array.isArray(r[c]) ? (r[c] as unknown[]).join(',') : String(r[c] ?? ''))));
   const widths = cols.map((c, i) => Math.max(c.length, ...cells.map((r) => r[i].length)));
-  const line = (vals: string[]) => vals.map((v, i) => v.padEnd(widths[i])).join('  ').trimEnd();
+  const line = (vals: string[]) =>
+    vals
+      .map((v, i) => v.padEnd(widths[i]))
+      .join('  ')
+      .trimEnd();
   return [line(cols.map((c) => c.toUpperCase())), ...cells.map(line)].join('\n');
 }
 

@@ -28,7 +28,8 @@ export function proxyModeRefusal(cfg: Config): ConfigError | null {
       `"${cfg.publicOrigin}" is not https://; behind a reverse proxy it must be the https:// address the proxy serves (for example https://vpn.example.com), or Tailscale clients and browsers are told the wrong scheme`,
     );
   }
-  if (!cfg.proxyMode) return new ConfigError('HSE_TLS', 'must be off with the proxy overlay (your proxy terminates TLS); remove HSE_TLS from .env or set it to off');
+  if (!cfg.proxyMode)
+    return new ConfigError('HSE_TLS', 'must be off with the proxy overlay (your proxy terminates TLS); remove HSE_TLS from .env or set it to off');
   return null;
 }
 
@@ -64,7 +65,11 @@ export function checkImage(cfg: Config, opts: { requireProxyMode: boolean; uid: 
     };
   }
   if (cfg.redisUrl === null && !runs('redis-server')) {
-    return { status: 1, problems: ['hse image: redis-server is not installed; install it (Debian: apt-get install redis-server) or set HSE_REDIS_URL to an external Redis'], summary: '' };
+    return {
+      status: 1,
+      problems: ['hse image: redis-server is not installed; install it (Debian: apt-get install redis-server) or set HSE_REDIS_URL to an external Redis'],
+      summary: '',
+    };
   }
   if (cfg.proxyMode && cfg.trustedProxies.empty) {
     problems.push(

@@ -29,5 +29,6 @@ for (const app of apps) {
   }
 }
 console.log(`warm-compile-cache: ${apps.length - failed} of ${apps.length} processes cached in ${apps[0]?.env.NODE_COMPILE_CACHE}`);
-if (failed > 0 && !strict) console.error('warm-compile-cache: starting anyway; the processes above strip their TypeScript themselves (more memory, same behaviour)');
+if (failed > 0 && !strict)
+  console.error('warm-compile-cache: starting anyway; the processes above strip their TypeScript themselves (more memory, same behaviour)');
 process.exit(failed > 0 && strict ? 1 : 0);

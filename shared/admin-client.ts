@@ -60,7 +60,12 @@ export class AdminClient {
       );
       req.on('timeout', () => req.destroy(new Error('timed out')));
       req.on('error', (e: NodeJS.ErrnoException) =>
-        reject(new AdminError(503, e.code === 'ENOENT' || e.code === 'ECONNREFUSED' ? 'the coordination service is not running' : `coordination service unreachable: ${e.message}`)),
+        reject(
+          new AdminError(
+            503,
+            e.code === 'ENOENT' || e.code === 'ECONNREFUSED' ? 'the coordination service is not running' : `coordination service unreachable: ${e.message}`,
+          ),
+        ),
       );
       req.end(data);
     });

@@ -135,7 +135,10 @@ function listenAddresses(env: Env, name: string, dflt: string[]): string[] {
   for (const entry of splitList(v)) {
     const bare = entry.startsWith('[') && entry.endsWith(']') ? entry.slice(1, -1) : entry;
     if (!ipaddr.isValid(bare) || (!bare.includes(':') && !ipaddr.IPv4.isValidFourPartDecimal(bare))) {
-      throw new ConfigError(name, `"${entry}" is not an IP address to bind to (list addresses like 0.0.0.0, ::, 192.0.2.10 or 2001:db8::10, separated by commas)`);
+      throw new ConfigError(
+        name,
+        `"${entry}" is not an IP address to bind to (list addresses like 0.0.0.0, ::, 192.0.2.10 or 2001:db8::10, separated by commas)`,
+      );
     }
     out.push(bare);
   }
@@ -223,7 +226,10 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
   const runDir = path.resolve(cwd, get(env, 'HSE_RUN_DIR') ?? path.join(dataDir, 'run'));
   // A Unix socket path is limited to 107 bytes; the longest we create is run/coordination.sock.
   if (Buffer.byteLength(path.join(runDir, 'coordination-admin.sock')) > 107) {
-    throw new ConfigError(get(env, 'HSE_RUN_DIR') ? 'HSE_RUN_DIR' : 'HSE_DATA_DIR', `"${runDir}" is too long for Unix socket paths (107 bytes); choose a shorter directory`);
+    throw new ConfigError(
+      get(env, 'HSE_RUN_DIR') ? 'HSE_RUN_DIR' : 'HSE_DATA_DIR',
+      `"${runDir}" is too long for Unix socket paths (107 bytes); choose a shorter directory`,
+    );
   }
   const redisUrl = get(env, 'HSE_REDIS_URL') ?? null;
   if (redisUrl !== null) {
@@ -260,7 +266,10 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
   const certFile = get(env, 'HSE_TLS_CERT_FILE') ?? null;
   const keyFile = get(env, 'HSE_TLS_KEY_FILE') ?? null;
   if ((certFile === null) !== (keyFile === null)) {
-    throw new ConfigError(certFile === null ? 'HSE_TLS_CERT_FILE' : 'HSE_TLS_KEY_FILE', 'HSE_TLS_CERT_FILE and HSE_TLS_KEY_FILE go together; set both or neither (neither = ACME)');
+    throw new ConfigError(
+      certFile === null ? 'HSE_TLS_CERT_FILE' : 'HSE_TLS_KEY_FILE',
+      'HSE_TLS_CERT_FILE and HSE_TLS_KEY_FILE go together; set both or neither (neither = ACME)',
+    );
   }
   const regionId = positiveInt(env, 'HSE_DERP_REGION_ID', 900, 999);
   return {

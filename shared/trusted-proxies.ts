@@ -98,7 +98,10 @@ function toBigInt(addr: Address): bigint {
  */
 export function familiesCoveredTogether(entries: TrustedRange[]): ('IPv4' | 'IPv6')[] {
   const out: ('IPv4' | 'IPv6')[] = [];
-  for (const [family, kind, width] of [['IPv4', 'ipv4', 32], ['IPv6', 'ipv6', 128]] as const) {
+  for (const [family, kind, width] of [
+    ['IPv4', 'ipv4', 32],
+    ['IPv6', 'ipv6', 128],
+  ] as const) {
     const intervals: [bigint, bigint][] = [];
     for (const e of entries) {
       for (const [addr, bits] of e.ranges) {

@@ -24,7 +24,13 @@ export function parseArgs(argv: string[]): Args {
   return {
     str: (name, dflt) => values.get(name) ?? dflt,
     int: (name, dflt) => (values.has(name) ? int(name, values.get(name)!) : dflt),
-    ints: (name, dflt) => (values.has(name) ? values.get(name)!.split(',').map((v) => int(name, v.trim())) : dflt),
+    ints: (name, dflt) =>
+      values.has(name)
+        ? values
+            .get(name)!
+            .split(',')
+            .map((v) => int(name, v.trim()))
+        : dflt,
     flag: (name) => ['true', '1', 'yes', 'on'].includes(values.get(name) ?? ''),
   };
 }

@@ -25,7 +25,19 @@ export async function startDerper(): Promise<Derper> {
   const server = startServer(
     'derper',
     DERPER,
-    ['-a', `127.0.0.1:${port}`, '-c', path.join(dir, 'derper.key'), '-stun-port', String(stunPort), '-http-port', '-1', '-home', 'blank', '-verify-clients=false'],
+    [
+      '-a',
+      `127.0.0.1:${port}`,
+      '-c',
+      path.join(dir, 'derper.key'),
+      '-stun-port',
+      String(stunPort),
+      '-http-port',
+      '-1',
+      '-home',
+      'blank',
+      '-verify-clients=false',
+    ],
     { env: { PATH: process.env.PATH, HOME: dir }, cwd: dir },
   );
   try {

@@ -17,7 +17,12 @@ export const median = (values: number[]): number => percentile(values, 50);
 function firstLine(cmd: string, args: string[]): string {
   const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: 10_000 });
   if ((r.error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT') return 'not installed';
-  return `${r.stdout ?? ''}\n${r.stderr ?? ''}`.split('\n').map((l) => l.trim()).find((l) => l !== '') ?? 'unknown';
+  return (
+    `${r.stdout ?? ''}\n${r.stderr ?? ''}`
+      .split('\n')
+      .map((l) => l.trim())
+      .find((l) => l !== '') ?? 'unknown'
+  );
 }
 
 /** Version strings of tools a benchmark uses, by name. */
@@ -39,13 +44,24 @@ export function machineLines(): string[] {
   kernel = `${os.type()} ${kernel}`;
   return [
     `machine: ${cpus[0]?.model ?? 'unknown CPU'}, ${cpus.length} cores (${os.availableParallelism()} usable), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ${kernel}${distro ? `, ${distro}` : ''}`,
-    `load average at start: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (other work on the machine skews every figure)`,
+    `load average at start: ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')} (other work on the machine skews every figure)`,
   ];
 }
 
 export function header(title: string, tools: Record<string, [string, string[]]>): string {
   const v = versions(tools);
-  return [`# ${title}`, `date: ${new Date().toISOString()}`, ...machineLines(), `versions: ${Object.entries(v).map(([k, x]) => `${k} ${x}`).join('; ')}`, ''].join('\n');
+  return [
+    `# ${title}`,
+    `date: ${new Date().toISOString()}`,
+    ...machineLines(),
+    `versions: ${Object.entries(v)
+      .map(([k, x]) => `${k} ${x}`)
+      .join('; ')}`,
+    '',
+  ].join('\n');
 }
 
 /** A table with a header row; columns sized to fit, numbers right-aligned. */

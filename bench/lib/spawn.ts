@@ -73,7 +73,11 @@ export function startServer(name: string, cmd: string, args: string[], opts: { e
 }
 
 /** Runs a command to completion (e.g. a CLI call); rejects with its output on a non-zero status. */
-export function runCommand(cmd: string, args: string[], opts: { env?: Record<string, string | undefined>; cwd?: string; timeoutMs?: number } = {}): Promise<string> {
+export function runCommand(
+  cmd: string,
+  args: string[],
+  opts: { env?: Record<string, string | undefined>; cwd?: string; timeoutMs?: number } = {},
+): Promise<string> {
   return new Promise((resolve, reject) => {
     const p = spawn(cmd, args, { env: opts.env ?? process.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';

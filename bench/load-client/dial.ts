@@ -69,7 +69,10 @@ export async function dial(o: DialOptions): Promise<Dialed> {
   const capVersion = o.capVersion ?? CAP_VERSION;
   const init = initiate(o.machine, o.serverKey, capVersion);
   const socket = net.connect({ host: o.host, port: o.port, noDelay: true });
-  const timer = setTimeout(() => socket.destroy(new Error(`ts2021 dial to ${o.host}:${o.port} took longer than ${o.timeoutMs ?? 60_000} ms`)), o.timeoutMs ?? 60_000);
+  const timer = setTimeout(
+    () => socket.destroy(new Error(`ts2021 dial to ${o.host}:${o.port} took longer than ${o.timeoutMs ?? 60_000} ms`)),
+    o.timeoutMs ?? 60_000,
+  );
   try {
     await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
     socket.pause();
@@ -81,10 +84,12 @@ export async function dial(o: DialOptions): Promise<Dialed> {
         `X-Tailscale-Handshake: ${init.message.toString('base64')}\r\n` +
         'Content-Length: 0\r\n\r\n',
     );
-    const head = (await readUntil(socket, (b) => {
-      const i = b.indexOf('\r\n\r\n');
-      return i < 0 ? null : i + 4;
-    })).toString('latin1');
+    const head = (
+      await readUntil(socket, (b) => {
+        const i = b.indexOf('\r\n\r\n');
+        return i < 0 ? null : i + 4;
+      })
+    ).toString('latin1');
     if (!/^HTTP\/1\.1 101 /.test(head)) throw new Error(`ts2021 upgrade refused: ${head.split('\r\n')[0]}`);
     const first = await readUntil(socket, (b) => {
       if (b.length < 3) return null;

@@ -122,7 +122,7 @@ export function initiate(machine: KeyPair, serverPublic: Uint8Array, capVersion:
   return {
     message,
     finish(response) {
-      if (response.length !== RESPONSE_LEN || response[0] !== MSG_RESPONSE || (response[1] << 8 | response[2]) !== RESPONSE_LEN - 3) {
+      if (response.length !== RESPONSE_LEN || response[0] !== MSG_RESPONSE || ((response[1] << 8) | response[2]) !== RESPONSE_LEN - 3) {
         throw new Error(`not a Noise handshake response: ${Buffer.from(response.subarray(0, 8)).toString('hex')}…`);
       }
       const re = response.subarray(3, 35);

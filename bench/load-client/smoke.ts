@@ -32,7 +32,9 @@ async function check(name: string, url: string, port: number, authKey: string, e
   const gone = () => nodes.slice(0, -1).every((_, i) => removed[i].has(leaver.id));
   while (!gone() && Date.now() < deadline + 15_000) await new Promise((r) => setTimeout(r, 50));
   if (!gone()) throw new Error(`${name}: the ephemeral node's logout (${JSON.stringify(res)}) did not reach every peer as PeersRemoved`);
-  console.log(`${name}: ${n} nodes registered, got full maps, saw each other; logout removed node ${leaver.id} everywhere. early payload: ${JSON.stringify(nodes[0].early)}`);
+  console.log(
+    `${name}: ${n} nodes registered, got full maps, saw each other; logout removed node ${leaver.id} everywhere. early payload: ${JSON.stringify(nodes[0].early)}`,
+  );
   for (const node of nodes) node.close();
 }
 

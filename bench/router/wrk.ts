@@ -17,7 +17,9 @@ function toMs(v: string, unit: string): number {
 }
 
 export async function wrk(url: string, o: { connections: number; seconds: number; threads?: number }): Promise<WrkResult> {
-  const raw = await runCommand('wrk', [`-t${o.threads ?? 1}`, `-c${o.connections}`, `-d${o.seconds}s`, '--latency', url], { timeoutMs: (o.seconds + 30) * 1000 });
+  const raw = await runCommand('wrk', [`-t${o.threads ?? 1}`, `-c${o.connections}`, `-d${o.seconds}s`, '--latency', url], {
+    timeoutMs: (o.seconds + 30) * 1000,
+  });
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(raw)?.[1] ?? NaN);
   const pct = (p: string) => {
     const m = new RegExp(`^\\s+${p}%\\s+([\\d.]+)(us|ms|s)\\s*$`, 'm').exec(raw);

@@ -30,9 +30,7 @@ export function writeRawResponse(socket: Duplex, status: number, reason: string,
     return;
   }
   const bytes = Buffer.from(body);
-  socket.end(
-    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${bytes.length}\r\nConnection: close\r\n\r\n${body}`,
-  );
+  socket.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${bytes.length}\r\nConnection: close\r\n\r\n${body}`);
 }
 
 export const REASONS: Record<number, string> = { 400: 'Bad Request', 502: 'Bad Gateway', 503: 'Service Unavailable' };

@@ -80,7 +80,8 @@ export class WsFrameReader {
     if (![OP_CONTINUATION, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG].includes(opcode)) {
       throw new WsProtocolError(CLOSE_PROTOCOL_ERROR, `unknown websocket opcode ${opcode}`);
     }
-    if (masked !== this.requireMask) throw new WsProtocolError(CLOSE_PROTOCOL_ERROR, this.requireMask ? 'client frame is not masked' : 'server frame is masked');
+    if (masked !== this.requireMask)
+      throw new WsProtocolError(CLOSE_PROTOCOL_ERROR, this.requireMask ? 'client frame is not masked' : 'server frame is masked');
     let len = b1 & 0x7f;
     let p = off + 2;
     if (opcode >= OP_CLOSE && (len > 125 || !fin)) throw new WsProtocolError(CLOSE_PROTOCOL_ERROR, 'control frame too long or fragmented');

@@ -101,7 +101,7 @@ test('an IPv4 CIDR: covers all iff /0, host bits = 32 - prefix, and the mapped s
       const plain = parseEntry(`${dotted(base)}/${prefix}`);
       const mapped = parseEntry(`::ffff:${dotted(base)}/${96 + prefix}`);
       const mask = prefix === 0 ? 0 : (0xffffffff << (32 - prefix)) >>> 0;
-      const inside = ((toInt(probe) & mask) >>> 0) === ((toInt(base) & mask) >>> 0);
+      const inside = (toInt(probe) & mask) >>> 0 === (toInt(base) & mask) >>> 0;
       const addr = parseAddress(dotted(probe))!;
       const has = (r: ReturnType<typeof parseEntry>) => r.ranges.some(([a, b]) => a.kind() === addr.kind() && addr.match([a, b] as never));
       return (

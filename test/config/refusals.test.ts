@@ -21,7 +21,11 @@ const REFUSED: [string, Record<string, string>, RegExp][] = [
   ['::ffff:0.0.0.0/96', { HSE_TRUSTED_PROXIES: '::ffff:0.0.0.0/96' }, /HSE_TRUSTED_PROXIES: "::ffff:0\.0\.0\.0\/96" trusts every IPv4 address/],
   ['::ffff:0:0/96', { HSE_TRUSTED_PROXIES: '::ffff:0:0/96' }, /trusts every IPv4 address/],
   ['two halves of 0.0.0.0/0', { HSE_TRUSTED_PROXIES: '0.0.0.0/1 128.0.0.0/1' }, /HSE_TRUSTED_PROXIES: the entries together trust every IPv4 address/],
-  ['an entry that is not an address', { HSE_TRUSTED_PROXIES: '10.0.0.1,proxy.example.com' }, /HSE_TRUSTED_PROXIES: "proxy\.example\.com" is not an IP address or CIDR/],
+  [
+    'an entry that is not an address',
+    { HSE_TRUSTED_PROXIES: '10.0.0.1,proxy.example.com' },
+    /HSE_TRUSTED_PROXIES: "proxy\.example\.com" is not an IP address or CIDR/,
+  ],
   ['a prefix too long', { HSE_TRUSTED_PROXIES: '10.0.0.1/33' }, /HSE_TRUSTED_PROXIES: "10\.0\.0\.1\/33" has a prefix longer than 32 bits/],
   ['a doubled prefix', { HSE_TRUSTED_PROXIES: '10.0.0.0/24/8' }, /HSE_TRUSTED_PROXIES: "10\.0\.0\.0\/24\/8" is not an IP address or CIDR/],
   ['port 0', { HSE_HTTP_PORT: '0' }, /HSE_HTTP_PORT: "0" is not a TCP\/UDP port/],
@@ -31,7 +35,11 @@ const REFUSED: [string, Record<string, string>, RegExp][] = [
   ['a bind address out of range', { HSE_PROXY_BIND: '127.0.0.256' }, /HSE_PROXY_BIND: "127\.0\.0\.256" is not an IP address to bind to/],
   ['a bad listen address', { HSE_LISTEN_ADDRESS: '0.0.0' }, /HSE_LISTEN_ADDRESS: "0\.0\.0" is not an IP address to bind to/],
   ['a public URL that is not a URL', { HSE_PUBLIC_URL: 'vpn.example.com' }, /HSE_PUBLIC_URL: "vpn\.example\.com" is not a URL/],
-  ['a public URL of another scheme', { HSE_PUBLIC_URL: 'ftp://vpn.example.com' }, /HSE_PUBLIC_URL: "ftp:\/\/vpn\.example\.com" must start with http:\/\/ or https:\/\//],
+  [
+    'a public URL of another scheme',
+    { HSE_PUBLIC_URL: 'ftp://vpn.example.com' },
+    /HSE_PUBLIC_URL: "ftp:\/\/vpn\.example\.com" must start with http:\/\/ or https:\/\//,
+  ],
   ['a public URL with a path', { HSE_PUBLIC_URL: 'https://vpn.example.com/hse' }, /HSE_PUBLIC_URL: .* must be the bare origin/],
   ['a bad head timeout', { HSE_HEADER_TIMEOUT: '0' }, /HSE_HEADER_TIMEOUT: "0" is not a whole number from 1 to 3600/],
 ];
@@ -66,7 +74,10 @@ test('an entry wider than one host starts, with a warning naming it', async (t) 
   const { proc, cleanup } = await start({ HSE_TRUSTED_PROXIES: '10.0.0.1 10.1.0.0/16' });
   try {
     await proc.waitFor(/listening on/);
-    const warnings = proc.output().split('\n').filter((l) => / WARN /.test(l));
+    const warnings = proc
+      .output()
+      .split('\n')
+      .filter((l) => / WARN /.test(l));
     t.is(warnings.length, 1);
     t.regex(warnings[0], /HSE_TRUSTED_PROXIES: "10\.1\.0\.0\/16" is wider than one host/);
     t.regex(proc.output(), /trustedProxies=10\.0\.0\.1,10\.1\.0\.0\/16/);

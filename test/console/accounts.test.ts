@@ -44,10 +44,21 @@ test('HSE_CONSOLE_PASSWORD_FILE is read (trailing newline ignored); both setting
   t.teardown(() => image.stop());
   t.is((await new Client(image.url).signIn('root@example', 'from a secret file')).status, 303);
 
-  const both = runProcess('services/console/src/main.ts', { ...image.env, HSE_CONSOLE_PASSWORD: 'x', HSE_CONSOLE_PASSWORD_FILE: file, HSE_RUN_DIR: path.join(dir, 'run') });
+  const both = runProcess('services/console/src/main.ts', {
+    ...image.env,
+    HSE_CONSOLE_PASSWORD: 'x',
+    HSE_CONSOLE_PASSWORD_FILE: file,
+    HSE_RUN_DIR: path.join(dir, 'run'),
+  });
   t.is(await both.exited(), 2);
   t.regex(both.output(), /refused configuration: HSE_CONSOLE_PASSWORD_FILE: set either HSE_CONSOLE_PASSWORD or HSE_CONSOLE_PASSWORD_FILE, not both/);
-  const missing = runProcess('services/console/src/main.ts', { ...image.env, HSE_CONSOLE_PASSWORD: '', HSE_CONSOLE_PASSWORD_FILE: path.join(dir, 'nope'), HSE_CONSOLE_USER: 'other', HSE_RUN_DIR: path.join(dir, 'run') });
+  const missing = runProcess('services/console/src/main.ts', {
+    ...image.env,
+    HSE_CONSOLE_PASSWORD: '',
+    HSE_CONSOLE_PASSWORD_FILE: path.join(dir, 'nope'),
+    HSE_CONSOLE_USER: 'other',
+    HSE_RUN_DIR: path.join(dir, 'run'),
+  });
   t.is(await missing.exited(), 2);
   t.regex(missing.output(), /HSE_CONSOLE_PASSWORD_FILE: cannot read ".*nope" \(ENOENT\)/);
 });
@@ -88,7 +99,7 @@ test('sessions end at the idle and absolute lifetimes, and when the account is d
   await redis.hset(K.consoleAccounts, 'admin', JSON.stringify(account));
 });
 
-test('reset-password sets a new password, ends the account\'s sessions and logs it', async (t) => {
+test("reset-password sets a new password, ends the account's sessions and logs it", async (t) => {
   const image = await startConsole();
   t.teardown(() => image.stop());
   const c = new Client(image.url);
@@ -105,7 +116,10 @@ test('reset-password sets a new password, ends the account\'s sessions and logs 
   const fresh = new Client(image.url);
   t.is((await fresh.signIn('admin', m![1])).status, 303);
   const entries = JSON.parse((await fresh.request('/console/api/logs?action=console.password_reset')).body).entries as { actor: string; target: string }[];
-  t.deepEqual(entries.map((e) => [e.actor, e.target]), [['cli', 'admin']]);
+  t.deepEqual(
+    entries.map((e) => [e.actor, e.target]),
+    [['cli', 'admin']],
+  );
 
   const piped = await runTool('services/console/src/reset-password.ts', ['ADMIN'], image.env, 'chosen by the operator\n');
   t.is(piped.code, 0, piped.output);

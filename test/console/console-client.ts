@@ -168,9 +168,9 @@ export class EventStream {
         let isEvent = false;
         for (const line of block.split('\n')) {
           if (line.startsWith(':')) this.comments.push(line.slice(1).trim());
-          else if (line.startsWith('event: ')) ((ev.event = line.slice(7)), (isEvent = true));
+          else if (line.startsWith('event: ')) (ev.event = line.slice(7)), (isEvent = true);
           else if (line.startsWith('id: ')) ev.id = line.slice(4);
-          else if (line.startsWith('data: ')) ((ev.data += line.slice(6)), (isEvent = true));
+          else if (line.startsWith('data: ')) (ev.data += line.slice(6)), (isEvent = true);
         }
         if (isEvent) this.events.push(ev);
       }
@@ -243,7 +243,10 @@ export function cookieAttributes(line: string): { name: string; value: string; a
 /** Runs one of the console's command-line tools to completion (runProcess takes no arguments). */
 export function runTool(script: string, args: string[], env: Record<string, string>, stdin = ''): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve, reject) => {
-    const p = spawn(NODE, [path.join(ROOT, script), ...args], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    const p = spawn(NODE, [path.join(ROOT, script), ...args], {
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     let output = '';
     p.stdout.on('data', (d: Buffer) => (output += d.toString()));
     p.stderr.on('data', (d: Buffer) => (output += d.toString()));

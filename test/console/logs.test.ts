@@ -73,10 +73,22 @@ test('pages: newest first, older and newer cursors walk the whole filtered log',
 
 test('filters: action prefix, actor, address or CIDR, text, time range', async (t) => {
   t.deepEqual((await api('?action=node.*')).entries.map((e) => e.action).sort(), ['node.delete', 'node.rename']);
-  t.deepEqual((await api('?actor=ALICE')).entries.map((e) => e.target), ['laptop']);
-  t.deepEqual((await api('?address=10.0.0.0/8')).entries.map((e) => e.actor), ['alice']);
-  t.deepEqual((await api('?address=2001:db8::7')).entries.map((e) => e.actor), ['bob']);
-  t.deepEqual((await api('?text=workstation')).entries.map((e) => e.actor), ['alice']);
+  t.deepEqual(
+    (await api('?actor=ALICE')).entries.map((e) => e.target),
+    ['laptop'],
+  );
+  t.deepEqual(
+    (await api('?address=10.0.0.0/8')).entries.map((e) => e.actor),
+    ['alice'],
+  );
+  t.deepEqual(
+    (await api('?address=2001:db8::7')).entries.map((e) => e.actor),
+    ['bob'],
+  );
+  t.deepEqual(
+    (await api('?text=workstation')).entries.map((e) => e.actor),
+    ['alice'],
+  );
   const all = await api('?action=test.paging&limit=500');
   const mid = all.entries[60];
   const ranged = await api(`?action=test.paging&from=${encodeURIComponent(mid.time)}&to=${encodeURIComponent(all.entries[10].time)}&limit=500`);

@@ -47,7 +47,9 @@ test('the Machines filter takes any query string without throwing, and keeps onl
   fc.assert(
     fc.property(fc.dictionary(fc.string({ maxLength: 10 }), value), (q) => {
       const f = readMachineFilter(q);
-      return ['', 'online', 'offline'].includes(f.status) && ['', 'soon', 'expired'].includes(f.expiry) && f.q.length <= 200 && f.owner === f.owner.toLowerCase();
+      return (
+        ['', 'online', 'offline'].includes(f.status) && ['', 'soon', 'expired'].includes(f.expiry) && f.q.length <= 200 && f.owner === f.owner.toLowerCase()
+      );
     }),
   );
   const f = readMachineFilter({ q: '  web  ', owner: 'Alice', status: 'online', expiry: 'bogus', other: 'x' });
@@ -105,13 +107,26 @@ test('what a device reports reads as OS and version; missing or odd values never
   t.is(clientVersion({ IPNVersion: '1.102.3-t1234-gabcd' }), '1.102.3');
   t.is(clientVersion({}), '');
   t.is(shortKey(`nodekey:${'0123456789abcdef'.repeat(4)}`), 'nodekey:01234567…cdef');
-  fc.assert(fc.property(fc.jsonValue(), (h) => typeof osLabel(h as Record<string, unknown>) === 'string' && typeof clientVersion(h as Record<string, unknown>) === 'string'));
+  fc.assert(
+    fc.property(
+      fc.jsonValue(),
+      (h) => typeof osLabel(h as Record<string, unknown>) === 'string' && typeof clientVersion(h as Record<string, unknown>) === 'string',
+    ),
+  );
 });
 
 test('a machine row escapes what the device chose to call itself', (t) => {
   const evil = node({ givenName: 'x', hostname: '<img src=x onerror=alert(1)>', hostinfo: { OS: '<script>alert(1)</script>', IPNVersion: '"><b>' } });
   const out = machinesLive(
-    { nodes: [evil], shown: [evil], pending: [], users: [], viewer: { username: 'admin', role: 'admin', csrf: 't' }, filter: readMachineFilter({}), publicOrigin: 'https://vpn.example.com' },
+    {
+      nodes: [evil],
+      shown: [evil],
+      pending: [],
+      users: [],
+      viewer: { username: 'admin', role: 'admin', csrf: 't' },
+      filter: readMachineFilter({}),
+      publicOrigin: 'https://vpn.example.com',
+    },
     NOW,
   ).value;
   t.false(out.includes('<script>'));

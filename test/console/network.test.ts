@@ -108,12 +108,15 @@ test.serial('with nothing in the tailnet, the console opens on Machines with the
   t.true(r.body.includes(`tailscale up --login-server=${image.env.HSE_PUBLIC_URL} --auth-key=&lt;key&gt;`), 'the command to run');
   t.regex(r.body, /href="\/console\/keys#create">Create a pre-auth key</);
   const nav = /<nav class="nav"[\s\S]*?<\/nav>/.exec(r.body)![0];
-  t.deepEqual([...nav.matchAll(/>([A-Za-z]+)<\/a>/g)].map((m) => m[1]), ['Machines', 'Users', 'Keys', 'Logs', 'Accounts']);
+  t.deepEqual(
+    [...nav.matchAll(/>([A-Za-z]+)<\/a>/g)].map((m) => m[1]),
+    ['Machines', 'Users', 'Keys', 'Logs', 'Accounts'],
+  );
   t.regex(text((await admin.request('/console/users')).body), /No users yet/);
   t.regex(text((await admin.request('/console/keys')).body), /No keys yet/);
 });
 
-test.serial('users: create, rename, and delete refused while the user owns machines, in the admin API\'s words', async (t) => {
+test.serial("users: create, rename, and delete refused while the user owns machines, in the admin API's words", async (t) => {
   const created = await admin.post('/console/users', { name: 'Alice', displayName: 'Alice Example' });
   t.is(created.status, 303);
   const list = await admin.request('/console/users');
@@ -212,7 +215,8 @@ test.serial('machines: list with owner, addresses, state, OS and version, expiry
   t.regex(r.body, /data-name="db-1" data-online="false"/);
   t.regex(text(r.body), /3 machines · 2 online/);
 
-  const names = async (q: string) => [...(await admin.request(`/console/machines?${q}`)).body.matchAll(/<tr data-id="\d+" data-name="([^"]+)"/g)].map((m) => m[1]);
+  const names = async (q: string) =>
+    [...(await admin.request(`/console/machines?${q}`)).body.matchAll(/<tr data-id="\d+" data-name="([^"]+)"/g)].map((m) => m[1]);
   t.deepEqual(await names('owner=bob'), ['db-1', 'web-1']);
   t.deepEqual(await names('status=online'), ['owned', 'web-1']);
   t.deepEqual(await names('status=offline'), ['db-1']);
@@ -225,7 +229,13 @@ test.serial('machines: list with owner, addresses, state, OS and version, expiry
   t.is(detail.status, 200);
   const facts = text(detail.body);
   for (const s of ['web-1.hse.internal', web.ipv4, web.ipv6, 'Linux · Debian 12', '1.102.3-tabc-gdef', 'pre-auth key #']) t.true(facts.includes(s), s);
-  t.deepEqual(postForms(detail.body), ['/console/logout', `/console/machines/${web.id}/rename`, `/console/machines/${web.id}/move`, `/console/machines/${web.id}/expire`, `/console/machines/${web.id}/delete`]);
+  t.deepEqual(postForms(detail.body), [
+    '/console/logout',
+    `/console/machines/${web.id}/rename`,
+    `/console/machines/${web.id}/move`,
+    `/console/machines/${web.id}/expire`,
+    `/console/machines/${web.id}/delete`,
+  ]);
   t.is((await admin.request('/console/machines/99999')).status, 404);
   t.is((await admin.request('/console/machines/nope')).status, 404);
 });
@@ -344,7 +354,12 @@ test.serial('console accounts: create, disable (sessions end), enable, reset pas
   const generated = /id="generated-password">([^<]+)</.exec(created.body)![1];
   t.true(generated.length >= 20);
   t.regex(text(created.body), /shown only this once/);
-  t.like((await activity('console.account_create'))[0], { actor: 'admin', ip: '127.0.0.1', target: 'erin', details: { role: 'auditor', password: 'generated' } });
+  t.like((await activity('console.account_create'))[0], {
+    actor: 'admin',
+    ip: '127.0.0.1',
+    target: 'erin',
+    details: { role: 'auditor', password: 'generated' },
+  });
   t.false(JSON.stringify(await activity('console.*')).includes(generated), 'the password never reaches the log');
 
   const short = await admin.post('/console/accounts', { username: 'frank', role: 'admin', password: 'short' });
@@ -358,7 +373,7 @@ test.serial('console accounts: create, disable (sessions end), enable, reset pas
 
   t.is((await admin.post('/console/accounts/erin/disable')).status, 303);
   const ended = await erin.request('/console/machines');
-  t.is(ended.status, 302, 'a disabled account\'s session ends at once');
+  t.is(ended.status, 302, "a disabled account's session ends at once");
   t.is((await erin.signIn('erin', generated)).status, 401);
   t.like((await activity('console.account_disable'))[0], { actor: 'admin', ip: '127.0.0.1', target: 'erin', details: { sessionsEnded: true } });
 
@@ -425,7 +440,15 @@ test.serial('everyone changes their own password; other sessions end, this one s
 test.serial('every form an administrator sees carries the CSRF token, and a change without it is refused', async (t) => {
   const authId = await ask('csrf-check');
   const someMachine = (await api.listNodes(cli))[0];
-  const pages = ['/console/machines', `/console/machines/${someMachine.id}`, '/console/users', '/console/keys', '/console/accounts', '/console/account', `/console/register/${authId}`];
+  const pages = [
+    '/console/machines',
+    `/console/machines/${someMachine.id}`,
+    '/console/users',
+    '/console/keys',
+    '/console/accounts',
+    '/console/account',
+    `/console/register/${authId}`,
+  ];
   let forms = 0;
   for (const p of pages) {
     const body = (await admin.request(p)).body;
@@ -454,7 +477,15 @@ test.serial('an auditor sees every page and changes nothing: each change is 403 
   const key = (await api.listPreAuthKeys(cli)).find((k) => !k.expired)!;
 
   // Reading: every page, with the data and without a single change button (only sign-out, and the own password).
-  const pages = ['/console/machines', `/console/machines/${node.id}`, '/console/users', '/console/keys', '/console/accounts', '/console/logs', `/console/register/${authId}`];
+  const pages = [
+    '/console/machines',
+    `/console/machines/${node.id}`,
+    '/console/users',
+    '/console/keys',
+    '/console/accounts',
+    '/console/logs',
+    `/console/register/${authId}`,
+  ];
   for (const p of pages) {
     const r = await auditor.request(p);
     t.is(r.status, 200, p);
@@ -491,8 +522,18 @@ test.serial('an auditor sees every page and changes nothing: each change is 403 
   }
   actions.delete('/console/logout');
   actions.delete('/console/account/password');
-  const before = JSON.stringify([await api.listNodes(cli), await api.listUsers(cli), await api.listPreAuthKeys(cli), await api.listPending(cli)].map((x) => x.length));
-  const form = { name: 'x-renamed', user: String(user.id), newUser: 'mallory', lifetime: '3600', username: 'mallory', role: 'admin', password: 'mallory password!' };
+  const before = JSON.stringify(
+    [await api.listNodes(cli), await api.listUsers(cli), await api.listPreAuthKeys(cli), await api.listPending(cli)].map((x) => x.length),
+  );
+  const form = {
+    name: 'x-renamed',
+    user: String(user.id),
+    newUser: 'mallory',
+    lifetime: '3600',
+    username: 'mallory',
+    role: 'admin',
+    password: 'mallory password!',
+  };
   for (const a of actions) {
     const r = await auditor.post(a, form);
     t.is(r.status, 403, a);
@@ -500,14 +541,20 @@ test.serial('an auditor sees every page and changes nothing: each change is 403 
     t.regex(text(r.body), /Your account "audrey" is an auditor account: it can see everything in the console but cannot change anything/, a);
   }
   t.true(actions.size >= 16, `${actions.size} change routes refused`);
-  const after = JSON.stringify([await api.listNodes(cli), await api.listUsers(cli), await api.listPreAuthKeys(cli), await api.listPending(cli)].map((x) => x.length));
+  const after = JSON.stringify(
+    [await api.listNodes(cli), await api.listUsers(cli), await api.listPreAuthKeys(cli), await api.listPending(cli)].map((x) => x.length),
+  );
   t.is(after, before, 'nothing changed');
   t.is((await api.getNode(cli, node.id)).givenName, node.givenName);
   t.false((await api.listUsers(cli)).some((u) => u.name === 'mallory'));
   t.regex((await admin.request('/console/accounts')).body, /data-name="admin" data-disabled="false"/);
 
   // The one change an auditor makes: their own password.
-  t.is((await auditor.post('/console/account/password', { current: 'audrey reads only', password: 'audrey still reads only', confirm: 'audrey still reads only' })).status, 303);
+  t.is(
+    (await auditor.post('/console/account/password', { current: 'audrey reads only', password: 'audrey still reads only', confirm: 'audrey still reads only' }))
+      .status,
+    303,
+  );
 });
 
 // Last: it stops the coordination service.

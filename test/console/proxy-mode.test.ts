@@ -67,7 +67,7 @@ async function attempt(c: Client): Promise<number> {
   return (await c.request('/console/login', { form: { username: 'admin', password: PASSWORD, csrf } })).status;
 }
 
-test.serial('pitfall: proxy not trusted -> every visitor is the proxy, and one visitor\'s failures block all', async (t) => {
+test.serial("pitfall: proxy not trusted -> every visitor is the proxy, and one visitor's failures block all", async (t) => {
   const image = untrusted.image!;
   await failTen(visitor(image, '203.0.113.10'));
   t.is(await attempt(visitor(image, '198.51.100.20')), 429, 'an innocent visitor is blocked too');
@@ -75,7 +75,10 @@ test.serial('pitfall: proxy not trusted -> every visitor is the proxy, and one v
   await admin.signIn('admin', PASSWORD);
   const entries = (JSON.parse((await admin.request('/console/api/logs?action=console.signin_failed')).body) as { entries: { ip: string }[] }).entries;
   t.true(entries.length >= 10);
-  t.true(entries.every((e) => e.ip === '127.0.0.1'), 'the log can only name the proxy');
+  t.true(
+    entries.every((e) => e.ip === '127.0.0.1'),
+    'the log can only name the proxy',
+  );
 });
 
 test.serial('fixed: proxy trusted -> each visitor has their own budget and their own address in the log', async (t) => {

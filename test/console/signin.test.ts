@@ -64,7 +64,10 @@ test('sign-in sets an HttpOnly SameSite=Lax session cookie on /console, with a n
   t.true('httponly' in sess!.attrs);
   t.is(sess!.attrs.samesite, 'lax');
   t.false('secure' in sess!.attrs);
-  t.truthy(r.cookies.find((l) => l.startsWith('hse_session.sig=')), 'the id cookie is signed');
+  t.truthy(
+    r.cookies.find((l) => l.startsWith('hse_session.sig=')),
+    'the id cookie is signed',
+  );
   const first = sess!.value;
 
   // Signing in again while signed in (the sign-in page itself redirects a signed-in browser, so take a fresh form

@@ -63,7 +63,11 @@ test.serial('store down: 503 pages that say so; store back (even empty): sign-in
   t.true([403, 503].includes(login.status), `sign-in with the store down answered ${login.status}`);
 
   // A new, empty Redis on the same socket: the console finds its way back.
-  const fresh = spawn('redis-server', ['--port', '0', '--unixsocket', redis.socket, '--unixsocketperm', '700', '--dir', dir, '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  const fresh = spawn(
+    'redis-server',
+    ['--port', '0', '--unixsocket', redis.socket, '--unixsocketperm', '700', '--dir', dir, '--save', '', '--appendonly', 'no'],
+    { stdio: 'ignore' },
+  );
   replacements.push(fresh);
   const again = new Client(image.url);
   const ok = await until('sign-in against the new Redis', async () => {

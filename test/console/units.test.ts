@@ -46,7 +46,15 @@ test('after sign-in the console only ever sends you to a console path', (t) => {
     }),
   );
   t.is(safeNext('/console/logs?action=console.signin'), '/console/logs?action=console.signin');
-  for (const evil of ['https://evil.example', '//evil.example', '/console//evil.example', '/console/\\evil', '/consolex', 'javascript:alert(1)', '/console/login'])
+  for (const evil of [
+    'https://evil.example',
+    '//evil.example',
+    '/console//evil.example',
+    '/console/\\evil',
+    '/consolex',
+    'javascript:alert(1)',
+    '/console/login',
+  ])
     t.is(safeNext(evil), '/console', evil);
 });
 

@@ -90,10 +90,20 @@ test('map stream: full map first, then joins, endpoint patches, offline and remo
   t.truthy(bId);
   const sb = b.stream({ Endpoints: ['127.0.0.1:41641'] });
   const bNode = (await sb.waitFor((m) => m.Node !== undefined, 'Node')).Node!;
-  await sa.waitFor((m) => (m.PeersChanged ?? []).some((p) => p.ID === bNode.ID) || (m.PeersChangedPatch ?? []).some((p) => p.NodeID === bNode.ID && p.Online === true), 'b joining');
+  await sa.waitFor(
+    (m) => (m.PeersChanged ?? []).some((p) => p.ID === bNode.ID) || (m.PeersChangedPatch ?? []).some((p) => p.NodeID === bNode.ID && p.Online === true),
+    'b joining',
+  );
 
   // A lite update (no stream) with new endpoints: 200, and a patch reaches a.
-  const lite = await b.post('/machine/map', { Version: CAP_VERSION, NodeKey: b.nodeKey, DiscoKey: b.discoKey, OmitPeers: true, Stream: false, Endpoints: ['127.0.0.1:5555'] });
+  const lite = await b.post('/machine/map', {
+    Version: CAP_VERSION,
+    NodeKey: b.nodeKey,
+    DiscoKey: b.discoKey,
+    OmitPeers: true,
+    Stream: false,
+    Endpoints: ['127.0.0.1:5555'],
+  });
   t.is(lite.status, 200);
   t.is(lite.body.length, 0);
   await sa.waitFor((m) => (m.PeersChangedPatch ?? []).some((p) => p.NodeID === bNode.ID && (p.Endpoints ?? []).includes('127.0.0.1:5555')), 'endpoint patch');

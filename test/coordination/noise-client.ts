@@ -122,12 +122,29 @@ export async function dialControl(opts: DialOptions): Promise<DialResult> {
   const headers: Record<string, string> =
     opts.headers ??
     (transport === 'native'
-      ? { Host: 'control', Upgrade: 'tailscale-control-protocol', Connection: opts.connection ?? 'upgrade', 'X-Tailscale-Handshake': b64, 'Content-Length': '0' }
-      : { Host: 'control', Upgrade: 'websocket', Connection: 'Upgrade', 'Sec-WebSocket-Key': wsKey, 'Sec-WebSocket-Version': '13', 'Sec-WebSocket-Protocol': 'tailscale-control-protocol' });
+      ? {
+          Host: 'control',
+          Upgrade: 'tailscale-control-protocol',
+          Connection: opts.connection ?? 'upgrade',
+          'X-Tailscale-Handshake': b64,
+          'Content-Length': '0',
+        }
+      : {
+          Host: 'control',
+          Upgrade: 'websocket',
+          Connection: 'Upgrade',
+          'Sec-WebSocket-Key': wsKey,
+          'Sec-WebSocket-Version': '13',
+          'Sec-WebSocket-Protocol': 'tailscale-control-protocol',
+        });
   Object.assign(headers, opts.extraHeaders);
   const path = transport === 'native' ? '/ts2021' : b64 === '' ? '/ts2021' : `/ts2021?${new URLSearchParams({ 'X-Tailscale-Handshake': b64 })}`;
   const method = opts.method ?? (transport === 'native' ? 'POST' : 'GET');
-  socket.write(`${method} ${path} HTTP/1.1\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`);
+  socket.write(
+    `${method} ${path} HTTP/1.1\r\n${Object.entries(headers)
+      .map(([k, v]) => `${k}: ${v}\r\n`)
+      .join('')}\r\n`,
+  );
 
   const head = await readUntil(
     socket,
@@ -139,7 +156,11 @@ export async function dialControl(opts: DialOptions): Promise<DialResult> {
   );
   const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(head.head)?.[1] ?? 0);
   if (status !== 101) {
-    const body = await readUntil(socket, () => undefined, (b) => Buffer.concat([head.rest, b]).toString('utf8'));
+    const body = await readUntil(
+      socket,
+      () => undefined,
+      (b) => Buffer.concat([head.rest, b]).toString('utf8'),
+    );
     socket.destroy();
     return { kind: 'http', status, head: head.head, body };
   }
@@ -160,8 +181,10 @@ export async function dialControl(opts: DialOptions): Promise<DialResult> {
     (b) => {
       if (b.length < 3) return undefined;
       const need = 3 + b.readUInt16BE(1);
-      if (b[0] === MSG_ERROR) return b.length >= need ? { kind: 'error-frame' as const, message: b.subarray(3, need).toString('latin1'), rest: b.subarray(need) } : undefined;
-      if (b[0] === MSG_RESPONSE && b.length >= RESPONSE_LEN) return { kind: 'response' as const, response: b.subarray(0, RESPONSE_LEN), rest: b.subarray(RESPONSE_LEN) };
+      if (b[0] === MSG_ERROR)
+        return b.length >= need ? { kind: 'error-frame' as const, message: b.subarray(3, need).toString('latin1'), rest: b.subarray(need) } : undefined;
+      if (b[0] === MSG_RESPONSE && b.length >= RESPONSE_LEN)
+        return { kind: 'response' as const, response: b.subarray(0, RESPONSE_LEN), rest: b.subarray(RESPONSE_LEN) };
       return b[0] === MSG_RESPONSE ? undefined : { kind: 'bad' as const, rest: b };
     },
     (b) => ({ kind: 'closed' as const, rest: b }),

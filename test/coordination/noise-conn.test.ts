@@ -109,11 +109,7 @@ const rejections: Array<[string, (p: Pair) => Buffer, RegExp]> = [
     },
     /frame 1 from peer rejected/,
   ],
-  [
-    'frames sealed with the server-to-client key',
-    (p) => frames(p.rx, Buffer.from('wrong direction')),
-    /rejected/,
-  ],
+  ['frames sealed with the server-to-client key', (p) => frames(p.rx, Buffer.from('wrong direction')), /rejected/],
 ];
 for (const [name, make, reason] of rejections) {
   test(`${name} destroys the connection with a reason`, async (t) => {

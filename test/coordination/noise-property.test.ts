@@ -100,9 +100,16 @@ test('upgrade request reader: arbitrary headers and URLs give a request or Upgra
   const value = fc.oneof(fc.string(), fc.constantFrom('tailscale-control-protocol', 'websocket', 'WebSocket', '13', 'AAAA', 'dGhlIHNhbXBsZSBub25jZQ=='));
   fc.assert(
     fc.property(
-      fc.dictionary(fc.constantFrom('upgrade', 'x-tailscale-handshake', 'sec-websocket-key', 'sec-websocket-version', 'sec-websocket-protocol', 'connection'), value),
+      fc.dictionary(
+        fc.constantFrom('upgrade', 'x-tailscale-handshake', 'sec-websocket-key', 'sec-websocket-version', 'sec-websocket-protocol', 'connection'),
+        value,
+      ),
       fc.constantFrom('GET', 'POST', 'PUT'),
-      fc.oneof(fc.string(), fc.constant('/ts2021?X-Tailscale-Handshake=AAAA'), fc.webUrl().map((u) => new URL(u).pathname + new URL(u).search)),
+      fc.oneof(
+        fc.string(),
+        fc.constant('/ts2021?X-Tailscale-Handshake=AAAA'),
+        fc.webUrl().map((u) => new URL(u).pathname + new URL(u).search),
+      ),
       (headers, method, url) => onlyThrows(UpgradeRefused, () => readUpgradeRequest({ headers, method, url } as unknown as IncomingMessage)),
     ),
     { numRuns: 300 },

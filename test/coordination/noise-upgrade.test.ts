@@ -60,7 +60,14 @@ test('native GET upgrade works too', async (t) => {
 });
 
 test('the client address comes from the router header only', async (t) => {
-  const r = ok(t, await dialControl({ port: srv.port, serverPublic: srv.key.publicKey, extraHeaders: { 'X-Hse-Client-Ip': '100.64.9.9', 'X-Forwarded-For': '198.51.100.7' } }));
+  const r = ok(
+    t,
+    await dialControl({
+      port: srv.port,
+      serverPublic: srv.key.publicKey,
+      extraHeaders: { 'X-Hse-Client-Ip': '100.64.9.9', 'X-Forwarded-For': '198.51.100.7' },
+    }),
+  );
   t.is(acceptedFor(srv, r).info.clientIp, '100.64.9.9');
   const bare = ok(t, await dialControl({ port: srv.port, serverPublic: srv.key.publicKey, extraHeaders: { 'X-Forwarded-For': '198.51.100.7' } }));
   t.is(acceptedFor(srv, bare).info.clientIp, '');
@@ -150,12 +157,40 @@ test('a handshake header of the wrong size gets an error frame', async (t) => {
 });
 
 const refusals: Array<[string, Parameters<typeof dialControl>[0] extends infer O ? Partial<O> : never, number, RegExp]> = [
-  ['missing handshake header', { headers: { Host: 'x', Upgrade: 'tailscale-control-protocol', Connection: 'upgrade' } }, 400, /missing X-Tailscale-Handshake header/],
+  [
+    'missing handshake header',
+    { headers: { Host: 'x', Upgrade: 'tailscale-control-protocol', Connection: 'upgrade' } },
+    400,
+    /missing X-Tailscale-Handshake header/,
+  ],
   ['handshake header not base64', { handshakeText: 'not*base64!' }, 400, /invalid X-Tailscale-Handshake/],
   ['unknown next protocol', { headers: { Host: 'x', Upgrade: 'h2c', Connection: 'upgrade', 'X-Tailscale-Handshake': 'AAAA' } }, 400, /unknown next protocol/],
   ['PUT', { method: 'PUT' }, 405, /use POST/],
-  ['websocket without the subprotocol', { transport: 'websocket', headers: { Host: 'x', Upgrade: 'websocket', Connection: 'Upgrade', 'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==', 'Sec-WebSocket-Version': '13' } }, 400, /subprotocol/],
-  ['websocket with a bad key', { transport: 'websocket', headers: { Host: 'x', Upgrade: 'websocket', Connection: 'Upgrade', 'Sec-WebSocket-Key': 'short', 'Sec-WebSocket-Version': '13', 'Sec-WebSocket-Protocol': 'tailscale-control-protocol' } }, 400, /Sec-WebSocket-Key/],
+  [
+    'websocket without the subprotocol',
+    {
+      transport: 'websocket',
+      headers: { Host: 'x', Upgrade: 'websocket', Connection: 'Upgrade', 'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==', 'Sec-WebSocket-Version': '13' },
+    },
+    400,
+    /subprotocol/,
+  ],
+  [
+    'websocket with a bad key',
+    {
+      transport: 'websocket',
+      headers: {
+        Host: 'x',
+        Upgrade: 'websocket',
+        Connection: 'Upgrade',
+        'Sec-WebSocket-Key': 'short',
+        'Sec-WebSocket-Version': '13',
+        'Sec-WebSocket-Protocol': 'tailscale-control-protocol',
+      },
+    },
+    400,
+    /Sec-WebSocket-Key/,
+  ],
   ['websocket over POST', { transport: 'websocket', method: 'POST' }, 405, /GET/],
 ];
 for (const [name, o, status, body] of refusals) {

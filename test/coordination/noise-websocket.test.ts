@@ -3,7 +3,19 @@
 import test from 'ava';
 import net from 'node:net';
 import { WebSocketStream } from '../../shared/websocket/stream.ts';
-import { closePayload, OP_BINARY, OP_CLOSE, OP_CONTINUATION, OP_PING, OP_PONG, OP_TEXT, WsFrameReader, WsProtocolError, writeWsFrame, type WsFrame } from '../../shared/websocket/frames.ts';
+import {
+  closePayload,
+  OP_BINARY,
+  OP_CLOSE,
+  OP_CONTINUATION,
+  OP_PING,
+  OP_PONG,
+  OP_TEXT,
+  WsFrameReader,
+  WsProtocolError,
+  writeWsFrame,
+  type WsFrame,
+} from '../../shared/websocket/frames.ts';
 import { closed, readBytes } from './noise-client.ts';
 
 const MASK = Buffer.from('a1b2c3d4', 'hex');

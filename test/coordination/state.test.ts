@@ -52,7 +52,13 @@ test.serial('concurrent registrations get distinct addresses and names', async (
 test.serial('a single-use key registers exactly one device, even when raced', async (t) => {
   const store = new Store(redis.client());
   const u = await store.createUser('bob');
-  const { key: k } = await store.createPreAuthKey({ userId: u.id, reusable: false, ephemeral: false, expiration: new Date(Date.now() + 60_000), createdBy: 'test' });
+  const { key: k } = await store.createPreAuthKey({
+    userId: u.id,
+    reusable: false,
+    ephemeral: false,
+    expiration: new Date(Date.now() + 60_000),
+    createdBy: 'test',
+  });
   const results = await Promise.allSettled(Array.from({ length: 10 }, () => store.usePreAuthKey(k)));
   t.is(results.filter((r) => r.status === 'fulfilled').length, 1);
   const rejected = results.filter((r) => r.status === 'rejected') as PromiseRejectedResult[];
@@ -64,7 +70,13 @@ test.serial('a single-use key registers exactly one device, even when raced', as
 test.serial('expired, unknown and tampered keys are refused with a reason', async (t) => {
   const store = new Store(redis.client());
   const u = await store.createUser('carol');
-  const { key: k, record } = await store.createPreAuthKey({ userId: u.id, reusable: true, ephemeral: false, expiration: new Date(Date.now() + 60_000), createdBy: 'test' });
+  const { key: k, record } = await store.createPreAuthKey({
+    userId: u.id,
+    reusable: true,
+    ephemeral: false,
+    expiration: new Date(Date.now() + 60_000),
+    createdBy: 'test',
+  });
   t.is((await store.usePreAuthKey(k)).id, record.id);
   t.is((await store.usePreAuthKey(k)).id, record.id, 'reusable keys work twice');
   await t.throwsAsync(() => store.usePreAuthKey(k.slice(0, -1) + (k.endsWith('A') ? 'B' : 'A')), { message: /invalid pre-auth key/ });
@@ -83,13 +95,19 @@ test.serial('deleting a user that owns machines is refused with a clear message'
   t.is(await store.getNodeByNodeKey(n.nodeKey), null);
 });
 
-test.serial("deleting a user removes its pre-auth keys, so a leftover reusable key registers nothing", async (t) => {
+test.serial('deleting a user removes its pre-auth keys, so a leftover reusable key registers nothing', async (t) => {
   const store = new Store(redis.client());
   const u = await store.createUser('erin');
   const other = await store.createUser('frank');
   const exp = new Date(Date.now() + 60_000);
   const { key: reusable } = await store.createPreAuthKey({ userId: u.id, reusable: true, ephemeral: false, expiration: exp, createdBy: 'test' });
-  const { key: single, record: singleRec } = await store.createPreAuthKey({ userId: u.id, reusable: false, ephemeral: false, expiration: exp, createdBy: 'test' });
+  const { key: single, record: singleRec } = await store.createPreAuthKey({
+    userId: u.id,
+    reusable: false,
+    ephemeral: false,
+    expiration: exp,
+    createdBy: 'test',
+  });
   await store.usePreAuthKey(single);
   const { record: kept } = await store.createPreAuthKey({ userId: other.id, reusable: true, ephemeral: false, expiration: exp, createdBy: 'test' });
 
@@ -97,12 +115,18 @@ test.serial("deleting a user removes its pre-auth keys, so a leftover reusable k
   t.is(keysRemoved, 2);
   await t.throwsAsync(() => store.usePreAuthKey(reusable), { message: /invalid pre-auth key/ });
   const left = await store.listPreAuthKeys();
-  t.false(left.some((k) => k.userId === u.id), 'no key of the deleted user is listed');
-  t.true(left.some((k) => k.id === kept.id), "another user's key is untouched");
+  t.false(
+    left.some((k) => k.userId === u.id),
+    'no key of the deleted user is listed',
+  );
+  t.true(
+    left.some((k) => k.id === kept.id),
+    "another user's key is untouched",
+  );
   t.is(await store.redis.hget('hse:authkeys:used', String(singleRec.id)), null, 'the used-key marker went too');
 });
 
-test.serial("a machine is never written for a user deleted while its registration was in flight", async (t) => {
+test.serial('a machine is never written for a user deleted while its registration was in flight', async (t) => {
   const store = new Store(redis.client());
   const u = await store.createUser('grace');
   // The registration checked the key, then the operator deleted the (still empty) user before the machine landed.
@@ -114,10 +138,16 @@ test.serial("a machine is never written for a user deleted while its registratio
   t.false((await store.listNodes()).some((n) => n.userId === u.id));
 });
 
-test.serial("a key whose user vanished without the cleanup (data from an older version) is refused", async (t) => {
+test.serial('a key whose user vanished without the cleanup (data from an older version) is refused', async (t) => {
   const store = new Store(redis.client());
   const u = await store.createUser('heidi');
-  const { key: k } = await store.createPreAuthKey({ userId: u.id, reusable: true, ephemeral: false, expiration: new Date(Date.now() + 60_000), createdBy: 'test' });
+  const { key: k } = await store.createPreAuthKey({
+    userId: u.id,
+    reusable: true,
+    ephemeral: false,
+    expiration: new Date(Date.now() + 60_000),
+    createdBy: 'test',
+  });
   await store.redis.hdel('hse:users', String(u.id));
   await t.throwsAsync(() => store.usePreAuthKey(k), { message: /belongs to was deleted/ });
 });

@@ -66,7 +66,12 @@ if (!haveTailscale()) {
   test.serial('tailscale netcheck finds our region by STUN and measures its latency', async (t) => {
     const a = nodes[0];
     const { stdout } = await a.cli(['netcheck', '--format=json'], 60_000);
-    const report = JSON.parse(stdout) as { UDP: boolean; RegionLatency?: Record<string, number>; RegionV4Latency?: Record<string, number>; PreferredDERP: number };
+    const report = JSON.parse(stdout) as {
+      UDP: boolean;
+      RegionLatency?: Record<string, number>;
+      RegionV4Latency?: Record<string, number>;
+      PreferredDERP: number;
+    };
     t.true(report.UDP, 'STUN answered over UDP');
     t.is(report.PreferredDERP, 900);
     t.true((report.RegionV4Latency?.['900'] ?? 0) > 0, `latency to region 900 measured by STUN: ${stdout}`);

@@ -88,7 +88,11 @@ export async function startImage(opts: ImageOptions = {}): Promise<Image> {
   };
   const cfg = parseConfig(env);
 
-  const currentLogs = () => names.filter((n) => procs[n]).map((n) => `----- ${n} -----\n${procs[n]!.output()}`).join('\n');
+  const currentLogs = () =>
+    names
+      .filter((n) => procs[n])
+      .map((n) => `----- ${n} -----\n${procs[n]!.output()}`)
+      .join('\n');
   const logs = () => [...earlierLogs, currentLogs()].join('\n');
 
   async function startAll(): Promise<void> {

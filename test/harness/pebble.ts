@@ -83,7 +83,6 @@ function request(url: string, ca: string, body?: string): Promise<{ status: numb
   });
 }
 
-
 async function stopProc(p: ChildProcess): Promise<void> {
   if (p.exitCode !== null || p.signalCode !== null) return;
   p.kill('SIGTERM');
@@ -109,7 +108,24 @@ export async function startPebble(opts: PebbleOptions): Promise<Pebble> {
     // No default addresses, so a name resolves only after addA().
     const chall = run(
       CHALLTESTSRV,
-      ['-http01', '', '-https01', '', '-doh', '', '-tlsalpn01', '', '-dnsserver', `127.0.0.1:${dnsPort}`, '-management', `127.0.0.1:${dnsMgmt}`, '-defaultIPv4', '', '-defaultIPv6', ''],
+      [
+        '-http01',
+        '',
+        '-https01',
+        '',
+        '-doh',
+        '',
+        '-tlsalpn01',
+        '',
+        '-dnsserver',
+        `127.0.0.1:${dnsPort}`,
+        '-management',
+        `127.0.0.1:${dnsMgmt}`,
+        '-defaultIPv4',
+        '',
+        '-defaultIPv6',
+        '',
+      ],
       {},
       (s) => sink(`[challtestsrv] ${s}`),
     );
@@ -133,11 +149,16 @@ export async function startPebble(opts: PebbleOptions): Promise<Pebble> {
     };
     const configFile = path.join(dir, 'pebble.json');
     fs.writeFileSync(configFile, JSON.stringify(config, null, 2));
-    const pebble = run(PEBBLE, ['-config', configFile, '-dnsserver', `127.0.0.1:${dnsPort}`], {
-      PEBBLE_VA_NOSLEEP: '1',
-      PEBBLE_WFE_NONCEREJECT: '0',
-      PEBBLE_AUTHZREUSE: '0',
-    }, (s) => sink(`[pebble] ${s}`));
+    const pebble = run(
+      PEBBLE,
+      ['-config', configFile, '-dnsserver', `127.0.0.1:${dnsPort}`],
+      {
+        PEBBLE_VA_NOSLEEP: '1',
+        PEBBLE_WFE_NONCEREJECT: '0',
+        PEBBLE_AUTHZREUSE: '0',
+      },
+      (s) => sink(`[pebble] ${s}`),
+    );
     procs.push(pebble);
     await waitForText(() => out, /ACME directory available/, 'pebble', pebble);
     const caPem = ca.caPem;

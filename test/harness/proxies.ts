@@ -280,15 +280,12 @@ async function waitServing(s: Spawned, port: number, kind: ProxyKind, hostHeader
   while (Date.now() < deadline) {
     if (s.proc.exitCode !== null || s.proc.signalCode !== null) break;
     last = await new Promise<string>((resolve) => {
-      const req = https.get(
-        { host: '127.0.0.1', port, path: '/', ca: ca.caPem, agent: false, headers: { host: hostHeader } },
-        (res) => {
-          let body = '';
-          res.on('data', (d: Buffer) => (body += d.toString()));
-          res.on('end', () => resolve(kind === 'traefik' && res.statusCode === 404 && body === '404 page not found\n' ? "Traefik's own 404" : ''));
-          res.on('error', (e) => resolve(e.message));
-        },
-      );
+      const req = https.get({ host: '127.0.0.1', port, path: '/', ca: ca.caPem, agent: false, headers: { host: hostHeader } }, (res) => {
+        let body = '';
+        res.on('data', (d: Buffer) => (body += d.toString()));
+        res.on('end', () => resolve(kind === 'traefik' && res.statusCode === 404 && body === '404 page not found\n' ? "Traefik's own 404" : ''));
+        res.on('error', (e) => resolve(e.message));
+      });
       req.setTimeout(5000, () => req.destroy(new Error('no answer in 5 s')));
       req.on('error', (e) => resolve(e.message));
     });
@@ -332,7 +329,16 @@ async function writeConfig(kind: ProxyKind, opts: ProxyOptions, bin: string, dir
   const env: Record<string, string> = { HOME: dir, XDG_DATA_HOME: path.join(dir, 'data'), XDG_CONFIG_HOME: path.join(dir, 'config') };
   let args: string[];
   if (kind === 'nginx' || kind === 'npm') {
-    const http = kind === 'nginx' ? nginxSite(opts, ports) : renderNpmProxyHost(npmProxyHost(opts), { ports, certFile: opts.ca.certFile, keyFile: opts.ca.keyFile, logDir: dir, extraRealIpFrom: opts.npmExtraRealIpFrom ?? [] });
+    const http =
+      kind === 'nginx'
+        ? nginxSite(opts, ports)
+        : renderNpmProxyHost(npmProxyHost(opts), {
+            ports,
+            certFile: opts.ca.certFile,
+            keyFile: opts.ca.keyFile,
+            logDir: dir,
+            extraRealIpFrom: opts.npmExtraRealIpFrom ?? [],
+          });
     files['nginx.conf'] = path.join(dir, 'nginx.conf');
     fs.writeFileSync(files['nginx.conf'], nginxMain(dir, http));
     checkConfig(bin, ['-t', '-q', '-e', 'stderr', '-p', dir, '-c', files['nginx.conf']], env, dir, `${kind} (nginx -t)`);

@@ -94,10 +94,14 @@ export class TsNode {
 
   /** Starts an interactive `tailscale up` and resolves with the login URL it prints. */
   async upInteractive(loginServer: string): Promise<{ url: string; done: Promise<number | null> }> {
-    const p = spawn(TAILSCALE, [`--socket=${this.socket}`, 'up', `--login-server=${loginServer}`, `--hostname=${this.name}`, '--accept-dns=false', '--timeout=120s'], {
-      env: this.env,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const p = spawn(
+      TAILSCALE,
+      [`--socket=${this.socket}`, 'up', `--login-server=${loginServer}`, `--hostname=${this.name}`, '--accept-dns=false', '--timeout=120s'],
+      {
+        env: this.env,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let out = '';
     p.stdout!.on('data', (d: Buffer) => (out += d.toString()));
     p.stderr!.on('data', (d: Buffer) => (out += d.toString()));
@@ -129,7 +133,9 @@ export class TsNode {
       }
       await sleep(250);
     }
-    throw new Error(`${this.name}: timed out waiting for ${what}; last status: ${JSON.stringify(last)?.slice(0, 2000)}\n--- tailscaled log tail ---\n${this.log.slice(-6000)}`);
+    throw new Error(
+      `${this.name}: timed out waiting for ${what}; last status: ${JSON.stringify(last)?.slice(0, 2000)}\n--- tailscaled log tail ---\n${this.log.slice(-6000)}`,
+    );
   }
 
   peers(s: TsStatus): TsStatusPeer[] {

@@ -129,7 +129,10 @@ export function behindProxy(kind: ProxyKind, opts: BehindProxyOptions = {}): voi
     t.is(r.status, 303, r.body.slice(0, 500));
     t.true(r.cookies.length > 0, 'sign-in set no cookie');
     for (const line of r.cookies) t.regex(line, /;\s*secure(;|$)/i, line);
-    t.true([...c.jar.keys()].some((k) => k.startsWith('__Secure-')), [...c.jar.keys()].join(', '));
+    t.true(
+      [...c.jar.keys()].some((k) => k.startsWith('__Secure-')),
+      [...c.jar.keys()].join(', '),
+    );
   });
 
   // 4 and 5 read the same sign-in: made from 127.0.0.2 with forged address headers.

@@ -29,7 +29,12 @@ interface Rendered {
 async function render(files: string[], env: Record<string, string>): Promise<Rendered> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hse-compose-'));
   const envFile = path.join(dir, '.env');
-  fs.writeFileSync(envFile, Object.entries(env).map(([k, v]) => `${k}=${v}\n`).join(''));
+  fs.writeFileSync(
+    envFile,
+    Object.entries(env)
+      .map(([k, v]) => `${k}=${v}\n`)
+      .join(''),
+  );
   try {
     const args = [...files.flatMap((f) => ['-f', f]), '--env-file', envFile, 'config', '--format', 'json'];
     // A clean environment: only the env file speaks, as on an operator's machine.
@@ -64,7 +69,10 @@ if (!COMPOSE) {
   test('6: HSE_PROXY_BIND and HSE_HTTP_PORT choose the host side only', async (t) => {
     const c = await render([BASE, OVERLAY], { HSE_PUBLIC_URL: 'https://vpn.example.com', HSE_PROXY_BIND: '10.1.2.3', HSE_HTTP_PORT: '18080' });
     const http = c.services.hse.ports.filter((p) => p.protocol === 'tcp');
-    t.deepEqual(http.map((p) => [p.host_ip, p.published, p.target]), [['10.1.2.3', '18080', 8080]]);
+    t.deepEqual(
+      http.map((p) => [p.host_ip, p.published, p.target]),
+      [['10.1.2.3', '18080', 8080]],
+    );
     t.is(c.services.hse.environment.HSE_HTTP_PORT, '8080');
   });
 

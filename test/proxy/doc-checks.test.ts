@@ -27,7 +27,11 @@ function checkBlocks(): string[] {
   return [...doc.slice(start, end).matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]);
 }
 
-const needs = [missingProxy('nginx'), findBinary('curl') ? null : 'curl not found; apt-get install curl', findBinary('jq') ? null : 'jq not found; apt-get install jq'];
+const needs = [
+  missingProxy('nginx'),
+  findBinary('curl') ? null : 'curl not found; apt-get install curl',
+  findBinary('jq') ? null : 'jq not found; apt-get install jq',
+];
 const COMPOSE = findBinary('docker-compose');
 if (!COMPOSE) needs.push('docker-compose not found; run bash .ci/install-proxies.sh');
 const missing = needs.filter((x) => x !== null);
@@ -54,7 +58,11 @@ if (missing.length > 0) {
     fs.writeFileSync(path.join(home, '.curlrc'), `cacert = "${ca.caFile}"\ninterface = 127.0.0.2\n`);
     // `docker compose` is the Compose CLI; here it is the standalone binary.
     fs.mkdirSync(path.join(home, 'bin'));
-    fs.writeFileSync(path.join(home, 'bin/docker'), `#!/bin/sh\n[ "$1" = compose ] || { echo "only docker compose here" >&2; exit 1; }\nshift\nexec "${COMPOSE}" "$@"\n`, { mode: 0o755 });
+    fs.writeFileSync(
+      path.join(home, 'bin/docker'),
+      `#!/bin/sh\n[ "$1" = compose ] || { echo "only docker compose here" >&2; exit 1; }\nshift\nexec "${COMPOSE}" "$@"\n`,
+      { mode: 0o755 },
+    );
   });
 
   test.after.always(async () => {
@@ -68,7 +76,10 @@ if (missing.length > 0) {
     let block = checkBlocks()[0];
     block = substitute(block, /^HSE=https:\/\/vpn\.example\.com/gm, `HSE=${proxy.url}`, 'proxy.md');
     block = substitute(block, /^PW='[^']*'/gm, `PW='${PASSWORD}'`, 'proxy.md');
-    const { stdout } = await run('bash', ['-e', '-o', 'pipefail', '-c', block], { env: { PATH: process.env.PATH, HOME: home, CURL_HOME: home }, cwd: home }).catch((e) => {
+    const { stdout } = await run('bash', ['-e', '-o', 'pipefail', '-c', block], {
+      env: { PATH: process.env.PATH, HOME: home, CURL_HOME: home },
+      cwd: home,
+    }).catch((e) => {
       throw new Error(`the documented checks failed: ${e.stderr}\n${e.stdout}\n${image.logs()}\n${proxy.output()}`);
     });
     const lines = stdout.trim().split('\n');
@@ -81,7 +92,10 @@ if (missing.length > 0) {
 
   test('check 6, pasted as documented, prints exactly the ports the document shows', async (t) => {
     const block = checkBlocks()[1];
-    const command = block.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('#')).join('\n');
+    const command = block
+      .split('\n')
+      .filter((l) => l.trim() !== '' && !l.startsWith('#'))
+      .join('\n');
     const shown = block
       .split('\n')
       .filter((l) => /^#\s+[[{]/.test(l))

@@ -11,7 +11,11 @@ import { advancedHasRootLocation, type NpmProxyHost } from './npm-template.ts';
 
 const read = (rel: string) => fs.readFileSync(path.join(EXAMPLES, rel), 'utf8');
 /** Lines without comments, so a requirement met only in a comment does not count. */
-const code = (text: string, comment = '#') => text.split('\n').filter((l) => !l.trim().startsWith(comment)).join('\n');
+const code = (text: string, comment = '#') =>
+  text
+    .split('\n')
+    .filter((l) => !l.trim().startsWith(comment))
+    .join('\n');
 const count = (text: string, re: RegExp) => [...text.matchAll(new RegExp(re.source, re.flags.includes('g') ? re.flags : `${re.flags}g`))].length;
 
 test('nginx: map before the servers, one upstream, one location, every required directive', (t) => {
@@ -87,7 +91,16 @@ test('NPM: the field list matches proxy-host.json, Websockets Support on, the Ad
   t.true(advancedHasRootLocation(adv), 'NPM must see its own "location /" rule match, or it adds a second one');
   const a = code(adv);
   t.is(count(a, /^\s*location /m), 1);
-  for (const d of [/proxy_http_version 1\.1;/, /proxy_set_header Upgrade\s+\$http_upgrade;/, /proxy_set_header Connection\s+\$http_connection;/, /proxy_set_header X-Forwarded-For\s+\$proxy_add_x_forwarded_for;/, /proxy_buffering\s+off;/, /proxy_request_buffering\s+off;/, /proxy_read_timeout 3600s;/, /client_max_body_size 0;/]) {
+  for (const d of [
+    /proxy_http_version 1\.1;/,
+    /proxy_set_header Upgrade\s+\$http_upgrade;/,
+    /proxy_set_header Connection\s+\$http_connection;/,
+    /proxy_set_header X-Forwarded-For\s+\$proxy_add_x_forwarded_for;/,
+    /proxy_buffering\s+off;/,
+    /proxy_request_buffering\s+off;/,
+    /proxy_read_timeout 3600s;/,
+    /client_max_body_size 0;/,
+  ]) {
     t.regex(a, d);
   }
 });

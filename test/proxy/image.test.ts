@@ -43,7 +43,14 @@ test('entrypoint with --require-proxy-mode refuses an http:// public URL with on
   const dir = tempDir('hse-ep-');
   try {
     const r = spawnSync(ENTRYPOINT, ['--require-proxy-mode'], {
-      env: { PATH: process.env.PATH, HOME: dir, PM2_HOME: path.join(dir, 'pm2'), HSE_DATA_DIR: path.join(dir, 'd'), HSE_PUBLIC_URL: 'http://vpn.example.com', HSE_TLS: 'off' },
+      env: {
+        PATH: process.env.PATH,
+        HOME: dir,
+        PM2_HOME: path.join(dir, 'pm2'),
+        HSE_DATA_DIR: path.join(dir, 'd'),
+        HSE_PUBLIC_URL: 'http://vpn.example.com',
+        HSE_TLS: 'off',
+      },
       encoding: 'utf8',
       timeout: 30_000,
     });
@@ -61,7 +68,15 @@ test('entrypoint refuses what every process refuses (a trusted range holding eve
   const dir = tempDir('hse-ep-');
   try {
     const r = spawnSync(ENTRYPOINT, ['--require-proxy-mode'], {
-      env: { PATH: process.env.PATH, HOME: dir, PM2_HOME: path.join(dir, 'pm2'), HSE_DATA_DIR: path.join(dir, 'd'), HSE_PUBLIC_URL: 'https://vpn.example.com', HSE_TLS: 'off', HSE_TRUSTED_PROXIES: '0.0.0.0/0' },
+      env: {
+        PATH: process.env.PATH,
+        HOME: dir,
+        PM2_HOME: path.join(dir, 'pm2'),
+        HSE_DATA_DIR: path.join(dir, 'd'),
+        HSE_PUBLIC_URL: 'https://vpn.example.com',
+        HSE_TLS: 'off',
+        HSE_TRUSTED_PROXIES: '0.0.0.0/0',
+      },
       encoding: 'utf8',
       timeout: 30_000,
     });
@@ -93,12 +108,19 @@ test('healthcheck asks the router on loopback when it listens on every interface
   t.is(healthUrl(cfg({ HSE_LISTEN_ADDRESS: '0.0.0.0', HSE_HTTP_PORT: '8080' })).href, 'http://127.0.0.1:8080/health');
   t.is(healthUrl(cfg({ HSE_LISTEN_ADDRESS: '::', HSE_HTTP_PORT: '8080' })).href, 'http://[::1]:8080/health');
   t.is(healthUrl(cfg({ HSE_PUBLIC_URL: 'https://vpn.example.com', HSE_LISTEN_ADDRESS: '0.0.0.0' })).href, 'https://127.0.0.1/health');
-  t.is(healthUrl(cfg({ HSE_PUBLIC_URL: 'https://vpn.example.com', HSE_LISTEN_ADDRESS: '127.0.0.1', HSE_HTTPS_PORT: '8443' })).href, 'https://127.0.0.1:8443/health');
+  t.is(
+    healthUrl(cfg({ HSE_PUBLIC_URL: 'https://vpn.example.com', HSE_LISTEN_ADDRESS: '127.0.0.1', HSE_HTTPS_PORT: '8443' })).href,
+    'https://127.0.0.1:8443/health',
+  );
 });
 
 test('healthcheck reports unhealthy (status 1, one line) when nothing answers', async (t) => {
   const port = await freePort();
-  const r = spawnSync(HEALTHCHECK, [], { env: { PATH: process.env.PATH, HSE_HTTP_PORT: String(port), HSE_DATA_DIR: '/tmp/hse-unused' }, encoding: 'utf8', timeout: 30_000 });
+  const r = spawnSync(HEALTHCHECK, [], {
+    env: { PATH: process.env.PATH, HSE_HTTP_PORT: String(port), HSE_DATA_DIR: '/tmp/hse-unused' },
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
   t.is(r.status, 1);
   t.regex(r.stderr.trim(), new RegExp(`^hse health: unhealthy: http://127\\.0\\.0\\.1:${port}/health: `));
 });
@@ -174,7 +196,10 @@ async function entrypointRunsUntilHealthy(t: ExecutionContext, root: string): Pr
     }
     t.is(health.status, 0, `${health.stderr}\n--- entrypoint ---\n${out}`);
     t.regex(health.stdout, /^hse health: healthy: http:\/\/127\.0\.0\.1:\d+\/health answered 200/);
-    t.regex(out, /hse image: proxy mode \(TLS at your proxy\), public URL https:\/\/127\.0\.0\.1:\d+, router on 127\.0\.0\.1:\d+, trusted proxies 127\.0\.0\.1\/32/);
+    t.regex(
+      out,
+      /hse image: proxy mode \(TLS at your proxy\), public URL https:\/\/127\.0\.0\.1:\d+, router on 127\.0\.0\.1:\d+, trusted proxies 127\.0\.0\.1\/32/,
+    );
     const key = await fetch(`http://127.0.0.1:${port}/key?v=142`);
     t.is(key.status, 200);
     // The embedded Redis keeps its data on the data volume.

@@ -51,7 +51,9 @@ export function advancedHasRootLocation(advanced: string): boolean {
 export function renderNpmProxyHost(h: NpmProxyHost, o: NpmRenderOptions): string {
   const unsupported = (['caching_enabled', 'block_exploits', 'hsts_enabled'] as const).filter((k) => h[k]);
   if (unsupported.length > 0 || h.access_list_id !== 0 || h.locations.length > 0) {
-    throw new Error(`the NPM reproduction does not cover ${[...unsupported, 'access lists', 'custom locations'].join(', ')}; keep them off in advanced/proxy/npm/proxy-host.json`);
+    throw new Error(
+      `the NPM reproduction does not cover ${[...unsupported, 'access lists', 'custom locations'].join(', ')}; keep them off in advanced/proxy/npm/proxy-host.json`,
+    );
   }
   const websocket = h.allow_websocket_upgrade
     ? ['proxy_set_header Upgrade $http_upgrade;', 'proxy_set_header Connection $http_connection;', 'proxy_http_version 1.1;']

@@ -97,7 +97,10 @@ test('frames survive any chunking', (t) => {
       (frames, chunks) => {
         const bytes = Buffer.concat(frames.map((f) => encodeFrame(f.type, f.body)));
         const got = readAll(bytes, chunks);
-        t.deepEqual(got, frames.map((f) => ({ type: f.type, body: Buffer.from(f.body) })));
+        t.deepEqual(
+          got,
+          frames.map((f) => ({ type: f.type, body: Buffer.from(f.body) })),
+        );
       },
     ),
   );
@@ -106,7 +109,10 @@ test('frames survive any chunking', (t) => {
 test('skipped frames vanish without disturbing the ones around them', (t) => {
   const bytes = Buffer.concat([encodeFrame(1, Buffer.from('a')), encodeFrame(0x7f, Buffer.alloc(5000, 9)), encodeFrame(2, Buffer.from('b'))]);
   const got = readAll(bytes, [3, 7, 100, 1, 2000], (type) => (type === 0x7f ? 'skip' : 'read'));
-  t.deepEqual(got.map((f) => f.body.toString()), ['a', 'b']);
+  t.deepEqual(
+    got.map((f) => f.body.toString()),
+    ['a', 'b'],
+  );
 });
 
 test('random bytes never throw anything but FrameError out of the reader', (t) => {

@@ -12,7 +12,11 @@ test.after.always(async () => {
   await relay?.stop();
 });
 
-function request(method: string, path: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+function request(
+  method: string,
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
   return new Promise((resolve, reject) => {
     const req = http.request({ socketPath: relay.socket, method, path, headers, agent: false }, (res) => {
       let body = '';

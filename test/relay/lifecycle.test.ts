@@ -54,7 +54,15 @@ test('connected clients get keep-alives', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hse-relay-ka-'));
   const socketPath = path.join(dir, 'relay.sock');
   const privateKey = newPrivateKey();
-  const derp = new DerpServer({ privateKey, publicKey: publicKeyOf(privateKey), admission: new OpenAdmission(), log: new Logger('test', 'error'), queueDepth: 4, keepAliveMs: 20, keepAliveJitterMs: 10 });
+  const derp = new DerpServer({
+    privateKey,
+    publicKey: publicKeyOf(privateKey),
+    admission: new OpenAdmission(),
+    log: new Logger('test', 'error'),
+    queueDepth: 4,
+    keepAliveMs: 20,
+    keepAliveJitterMs: 10,
+  });
   const server = createRelayHttpServer({ derp, log: new Logger('test', 'error') });
   await new Promise<void>((r) => server.listen(socketPath, r));
   const c = await DerpClient.connect({ socketPath });

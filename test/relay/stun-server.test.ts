@@ -30,7 +30,10 @@ function nextAnswer(s: dgram.Socket): Promise<BindingResponse | null> {
   });
 }
 
-for (const [type, address] of [['udp4', '127.0.0.1'], ['udp6', '::1']] as const) {
+for (const [type, address] of [
+  ['udp4', '127.0.0.1'],
+  ['udp6', '::1'],
+] as const) {
   test(`a binding request over ${type === 'udp4' ? 'IPv4' : 'IPv6'} is answered with the sender's address and port`, async (t) => {
     const s = await client(type, address);
     const txId = crypto.randomBytes(12);

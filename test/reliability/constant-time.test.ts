@@ -53,10 +53,21 @@ test.serial('pre-auth keys: looked up by their public prefix, then the secret co
   try {
     const store = new Store(client);
     const user = await store.createUser('ct');
-    const { key } = await store.createPreAuthKey({ userId: user.id, reusable: true, ephemeral: false, expiration: new Date(Date.now() + 60_000), createdBy: 'test' });
+    const { key } = await store.createPreAuthKey({
+      userId: user.id,
+      reusable: true,
+      ephemeral: false,
+      expiration: new Date(Date.now() + 60_000),
+      createdBy: 'test',
+    });
     const right = await counted(() => store.usePreAuthKey(key));
     const forged = `${key.slice(0, 'hse-auth-'.length + 12)}-${'A'.repeat(32)}`;
-    const wrong = await counted(() => store.usePreAuthKey(forged).then(() => 'accepted', (e: Error) => e.message));
+    const wrong = await counted(() =>
+      store.usePreAuthKey(forged).then(
+        () => 'accepted',
+        (e: Error) => e.message,
+      ),
+    );
     t.is(right.value.id, 1);
     t.is(wrong.value, 'invalid pre-auth key');
     t.deepEqual([right.calls, wrong.calls], [1, 1]);

@@ -18,7 +18,16 @@ test.after.always(async () => {
   await p?.destroy();
 });
 
-const ctx = () => ({ image: p.image, fleet: p.fleet, derp: p.derp, official: [], redis: p.redis, serverPublic: p.serverPublic, authKey: p.authKey, timeoutMs: 60_000 });
+const ctx = () => ({
+  image: p.image,
+  fleet: p.fleet,
+  derp: p.derp,
+  official: [],
+  redis: p.redis,
+  serverPublic: p.serverPublic,
+  authKey: p.authKey,
+  timeoutMs: 60_000,
+});
 
 // Which clients lose their connection when each process dies: map streams go through the router to coordination;
 // relay users go through the router to the relay; Redis and the console carry no client connection.

@@ -12,7 +12,20 @@ import { Client } from '../console/console-client.ts';
 import { serverKey } from '../coordination/control-client.ts';
 import { CAP_VERSION } from '../coordination/noise-client.ts';
 import { startImage, type Image } from '../harness/image.ts';
-import { derpBlast, derpPing, liteMapUpdate, measure, oversizedHeads, signInSpray, silentHandshakes, slowHeads, sprayAddresses, stunFlood, stunOnce, type FloodFigure } from './lib/floods.ts';
+import {
+  derpBlast,
+  derpPing,
+  liteMapUpdate,
+  measure,
+  oversizedHeads,
+  signInSpray,
+  silentHandshakes,
+  slowHeads,
+  sprayAddresses,
+  stunFlood,
+  stunOnce,
+  type FloodFigure,
+} from './lib/floods.ts';
 import { SimNode } from './lib/sim-node.ts';
 import { CONSOLE_PASSWORD } from './lib/supervised-image.ts';
 
@@ -50,7 +63,11 @@ const getKey = async () => {
   await r.arrayBuffer();
 };
 
-function bounded(t: { true: (v: boolean, m?: string) => void; is: (a: unknown, b: unknown, m?: string) => void; log: (...v: unknown[]) => void }, f: FloodFigure, maxGrowthMiB: number): void {
+function bounded(
+  t: { true: (v: boolean, m?: string) => void; is: (a: unknown, b: unknown, m?: string) => void; log: (...v: unknown[]) => void },
+  f: FloodFigure,
+  maxGrowthMiB: number,
+): void {
   t.log(JSON.stringify(f));
   t.true(f.stayedUp, `${f.target} stayed up`);
   t.true(f.peak.rssMiB - f.before.rssMiB < maxGrowthMiB, `${f.target} grew ${f.peak.rssMiB - f.before.rssMiB} MiB (bound ${maxGrowthMiB})`);
@@ -73,7 +90,9 @@ test.serial('oversized heads are refused with 431', async (t) => {
 test.serial('/ts2021 upgrades that never finish the handshake are closed at the 30 s deadline', async (t) => {
   const [n] = nodes;
   const lite = liteMapUpdate(n);
-  const f = await measure('100 silent Noise handshakes', 'coordination', pid('coordination'), lite, () => silentHandshakes(image.port, serverPublic, 100, 45_000));
+  const f = await measure('100 silent Noise handshakes', 'coordination', pid('coordination'), lite, () =>
+    silentHandshakes(image.port, serverPublic, 100, 45_000),
+  );
   bounded(t, f, 64);
   t.is(f.detail.answered101, 100);
   t.is(f.detail.closedByServer, 100);
@@ -94,7 +113,10 @@ test.serial('a DERP client sending at full speed to a slow reader: the relay dro
     await new Promise((r) => setTimeout(r, 300));
     const dropped = [...image.procs.relay!.output().matchAll(/relay client disconnected[^\n]*dropped=(\d+)/g)].map((m) => Number(m[1]));
     t.log(`relay dropped ${dropped.join(', ')} packets for slow readers`);
-    t.true(dropped.some((d) => d > 0), 'the slow reader lost packets rather than the relay growing a queue');
+    t.true(
+      dropped.some((d) => d > 0),
+      'the slow reader lost packets rather than the relay growing a queue',
+    );
   } finally {
     x.close();
   }
@@ -121,7 +143,9 @@ test.serial('sign-in attempts from many addresses: one rate-limit key per addres
     const r = await new Client(image.url).request('/console/login');
     if (r.status !== 200) throw new Error(`sign-in page answered ${r.status}`);
   };
-  const f = await measure('failed sign-ins from 60 IPv4 addresses and 20 in one IPv6 /64', 'console', pid('console'), page, () => signInSpray(image.url, redis, sprayAddresses(60, 20)));
+  const f = await measure('failed sign-ins from 60 IPv4 addresses and 20 in one IPv6 /64', 'console', pid('console'), page, () =>
+    signInSpray(image.url, redis, sprayAddresses(60, 20)),
+  );
   // argon2id takes 19 MiB per check and libuv runs four at once: that, not the number of attempts, bounds memory.
   bounded(t, f, 200);
   // The /64 shares one budget: its first 10 attempts are checked, the other 10 refused (429) without a check.

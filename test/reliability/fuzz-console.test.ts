@@ -24,7 +24,23 @@ test.after.always(async () => {
   await image?.stop();
 });
 
-const FIELDS = ['csrf', 'username', 'password', 'role', 'name', 'user', 'reusable', 'ephemeral', 'expires', 'current', 'new', 'confirm', 'next', 'displayName', 'id'];
+const FIELDS = [
+  'csrf',
+  'username',
+  'password',
+  'role',
+  'name',
+  'user',
+  'reusable',
+  'ephemeral',
+  'expires',
+  'current',
+  'new',
+  'confirm',
+  'next',
+  'displayName',
+  'id',
+];
 const value = fc.oneof(
   { arbitrary: fc.string({ maxLength: 40 }), weight: 4 },
   { arbitrary: fc.string({ unit: 'grapheme', maxLength: 40 }), weight: 2 },
@@ -46,7 +62,12 @@ function body(token: () => string) {
       weight: 6,
     },
     {
-      arbitrary: fc.tuple(fc.constantFrom('application/json', 'multipart/form-data; boundary=x', 'text/plain', 'application/x-www-form-urlencoded; charset=latin1', ''), fc.string({ maxLength: 300 })).map(([type, text]) => ({ type, text })),
+      arbitrary: fc
+        .tuple(
+          fc.constantFrom('application/json', 'multipart/form-data; boundary=x', 'text/plain', 'application/x-www-form-urlencoded; charset=latin1', ''),
+          fc.string({ maxLength: 300 }),
+        )
+        .map(([type, text]) => ({ type, text })),
       weight: 2,
     },
   );
@@ -64,11 +85,14 @@ test.serial('the sign-in form, fed random bodies from an anonymous browser, neve
   const statuses: Record<number, number> = {};
   await batches(t, 'sign-in form bodies', 'console', image.procs.console!.proc.pid!, 150, () =>
     fc.assert(
-      fc.asyncProperty(body(() => token), async (b) => {
-        const r = await anon.request('/console/login', { method: 'POST', body: b.text, headers: b.type ? { 'content-type': b.type } : {} });
-        statuses[r.status] = (statuses[r.status] ?? 0) + 1;
-        check('/console/login', r);
-      }),
+      fc.asyncProperty(
+        body(() => token),
+        async (b) => {
+          const r = await anon.request('/console/login', { method: 'POST', body: b.text, headers: b.type ? { 'content-type': b.type } : {} });
+          statuses[r.status] = (statuses[r.status] ?? 0) + 1;
+          check('/console/login', r);
+        },
+      ),
       { numRuns: 150 },
     ),
   );
@@ -94,11 +118,15 @@ test.serial('every administrator form, fed random fields with a valid session an
   const statuses: Record<string, number> = {};
   await batches(t, 'administrator form bodies', 'console', image.procs.console!.proc.pid!, 300, () =>
     fc.assert(
-      fc.asyncProperty(fc.constantFrom(...paths), body(() => csrf), async (path, b) => {
-        const r = await admin.request(path, { method: 'POST', body: b.text, headers: b.type ? { 'content-type': b.type } : {} });
-        statuses[r.status] = (statuses[r.status] ?? 0) + 1;
-        check(path, r);
-      }),
+      fc.asyncProperty(
+        fc.constantFrom(...paths),
+        body(() => csrf),
+        async (path, b) => {
+          const r = await admin.request(path, { method: 'POST', body: b.text, headers: b.type ? { 'content-type': b.type } : {} });
+          statuses[r.status] = (statuses[r.status] ?? 0) + 1;
+          check(path, r);
+        },
+      ),
       { numRuns: 300 },
     ),
   );
@@ -111,7 +139,7 @@ test.serial('every administrator form, fed random fields with a valid session an
 // the user as a 502 about one time in ten: the router forwarded with "Connection: close", the console closed right
 // after answering, and the router's last write failed with EPIPE, losing the answer. The router now keeps
 // connections to the services alive (router/src/proxy.ts), and the console drains what it did not read.
-test.serial('a post the console refuses before reading it gets the console\'s own answer, never a 502', async (t) => {
+test.serial("a post the console refuses before reading it gets the console's own answer, never a 502", async (t) => {
   const c = new Client(image.url, '127.0.0.10');
   const statuses: Record<number, number> = {};
   for (let i = 0; i < 100; i++) {

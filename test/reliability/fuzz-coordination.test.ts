@@ -43,7 +43,11 @@ async function stillServing(t: { is: (a: unknown, b: unknown, m?: string) => voi
   try {
     await probe.register(authKey);
     probe.start();
-    await waitUntil(() => probe.streaming, () => `probe stream (${probe.lastError})`, 15_000);
+    await waitUntil(
+      () => probe.streaming,
+      () => `probe stream (${probe.lastError})`,
+      15_000,
+    );
     const registered = (await admin.listNodes(who)).length;
     t.is(probe.peers.size, registered - 1, `${label}: the full map holds every other node`);
   } finally {
@@ -120,7 +124,13 @@ test.serial('Noise transport: random bytes after a real handshake close that con
 
 // HTTP/2 frame: length u24 | type u8 | flags u8 | R+stream id u31 | payload.
 const h2Frame = fc
-  .record({ type: fc.oneof(fc.integer({ min: 0, max: 9 }), fc.integer({ min: 0, max: 255 })), flags: fc.integer({ min: 0, max: 255 }), stream: fc.integer({ min: 0, max: 2 ** 31 - 1 }), payload: fc.uint8Array({ maxLength: 300 }), lie: fc.integer({ min: -5, max: 5 }) })
+  .record({
+    type: fc.oneof(fc.integer({ min: 0, max: 9 }), fc.integer({ min: 0, max: 255 })),
+    flags: fc.integer({ min: 0, max: 255 }),
+    stream: fc.integer({ min: 0, max: 2 ** 31 - 1 }),
+    payload: fc.uint8Array({ maxLength: 300 }),
+    lie: fc.integer({ min: -5, max: 5 }),
+  })
   .map(({ type, flags, stream, payload, lie }) => {
     const head = Buffer.alloc(9);
     head.writeUIntBE(Math.max(0, payload.length + lie), 0, 3);
@@ -184,19 +194,40 @@ test.serial('register and map: random JSON shapes get an answer below 500, and l
   const session = http2.connect('http://control', { createConnection: () => r.conn as never });
   session.on('error', () => {});
   const anything = fc.anything({ maxDepth: 3, withNullPrototype: false });
-  const key = (prefix: string) => fc.oneof({ arbitrary: fc.constant(self.nodeKey), weight: 4 }, { arbitrary: fc.string({ unit: fc.constantFrom(...'0123456789abcdef'), minLength: 64, maxLength: 64 }).map((h) => `${prefix}:${h}`), weight: 2 }, { arbitrary: fc.string(), weight: 1 }, { arbitrary: anything, weight: 1 });
-  const hostinfo = fc.oneof(anything, fc.record({ Hostname: fc.oneof(fc.string({ unit: 'grapheme' }), anything), OS: anything, NetInfo: fc.oneof(anything, fc.record({ PreferredDERP: anything })) }, { requiredKeys: [] }));
+  const key = (prefix: string) =>
+    fc.oneof(
+      { arbitrary: fc.constant(self.nodeKey), weight: 4 },
+      { arbitrary: fc.string({ unit: fc.constantFrom(...'0123456789abcdef'), minLength: 64, maxLength: 64 }).map((h) => `${prefix}:${h}`), weight: 2 },
+      { arbitrary: fc.string(), weight: 1 },
+      { arbitrary: anything, weight: 1 },
+    );
+  const hostinfo = fc.oneof(
+    anything,
+    fc.record(
+      { Hostname: fc.oneof(fc.string({ unit: 'grapheme' }), anything), OS: anything, NetInfo: fc.oneof(anything, fc.record({ PreferredDERP: anything })) },
+      { requiredKeys: [] },
+    ),
+  );
   const shaped = fc.record(
     {
       // Mostly well-formed where it gates the rest, so the fuzzing reaches past the first checks.
-      Version: fc.oneof({ arbitrary: fc.constant(CAP_VERSION), weight: 6 }, { arbitrary: fc.integer(), weight: 1 }, { arbitrary: fc.double(), weight: 1 }, { arbitrary: anything, weight: 1 }),
+      Version: fc.oneof(
+        { arbitrary: fc.constant(CAP_VERSION), weight: 6 },
+        { arbitrary: fc.integer(), weight: 1 },
+        { arbitrary: fc.double(), weight: 1 },
+        { arbitrary: anything, weight: 1 },
+      ),
       NodeKey: key('nodekey'),
       OldNodeKey: key('nodekey'),
       DiscoKey: key('discokey'),
       Hostinfo: hostinfo,
       Auth: fc.oneof(fc.record({ AuthKey: fc.oneof(fc.constant(authKey), fc.string(), anything) }, { requiredKeys: [] }), anything),
       Followup: fc.oneof(fc.constant(`${image.url}/console/register/abc`), fc.webUrl(), anything),
-      Expiry: fc.oneof(fc.date({ noInvalidDate: true }).map((d) => d.toISOString()), fc.string(), anything),
+      Expiry: fc.oneof(
+        fc.date({ noInvalidDate: true }).map((d) => d.toISOString()),
+        fc.string(),
+        anything,
+      ),
       Ephemeral: anything,
       Stream: fc.oneof(fc.boolean(), anything),
       OmitPeers: fc.oneof(fc.boolean(), anything),
@@ -205,7 +236,11 @@ test.serial('register and map: random JSON shapes get an answer below 500, and l
     },
     { requiredKeys: [] },
   );
-  const body = fc.oneof({ arbitrary: shaped.map((x) => JSON.stringify(x)), weight: 6 }, { arbitrary: fc.jsonValue().map((x) => JSON.stringify(x)), weight: 2 }, { arbitrary: fc.string(), weight: 1 });
+  const body = fc.oneof(
+    { arbitrary: shaped.map((x) => JSON.stringify(x)), weight: 6 },
+    { arbitrary: fc.jsonValue().map((x) => JSON.stringify(x)), weight: 2 },
+    { arbitrary: fc.string(), weight: 1 },
+  );
   const statuses: Record<string, number> = {};
   try {
     await batches(t, 'register/map JSON shapes', 'coordination', image.procs.coordination!.proc.pid!, 300, () =>

@@ -64,8 +64,15 @@ const knownTypes = Object.values(FrameType) as number[];
 const frame = fc
   .record({
     type: fc.oneof({ arbitrary: fc.constantFrom(...knownTypes), weight: 3 }, { arbitrary: fc.integer({ min: 0, max: 255 }), weight: 1 }),
-    body: fc.oneof({ arbitrary: fc.uint8Array({ maxLength: 200 }), weight: 5 }, { arbitrary: fc.uint8Array({ minLength: 60_000, maxLength: 70_000 }), weight: 1 }),
-    lie: fc.oneof({ arbitrary: fc.constant(0), weight: 4 }, { arbitrary: fc.integer({ min: -4, max: 4 }), weight: 1 }, { arbitrary: fc.constant(0x7fffffff), weight: 1 }),
+    body: fc.oneof(
+      { arbitrary: fc.uint8Array({ maxLength: 200 }), weight: 5 },
+      { arbitrary: fc.uint8Array({ minLength: 60_000, maxLength: 70_000 }), weight: 1 },
+    ),
+    lie: fc.oneof(
+      { arbitrary: fc.constant(0), weight: 4 },
+      { arbitrary: fc.integer({ min: -4, max: 4 }), weight: 1 },
+      { arbitrary: fc.constant(0x7fffffff), weight: 1 },
+    ),
   })
   .map(({ type, body, lie }) => {
     const f = encodeFrame(type, body);

@@ -5,7 +5,29 @@ import test from 'ava';
 import fc from 'fast-check';
 import { cleanEndpoints, cleanHostinfo, isAddrPort, isCapVersion } from '../../services/coordination/src/control/hostinfo.ts';
 
-const STRINGS = ['IPNVersion', 'FrontendLogID', 'BackendLogID', 'OS', 'OSVersion', 'Env', 'Distro', 'DistroVersion', 'DistroCodeName', 'App', 'Package', 'DeviceModel', 'PushDeviceToken', 'Hostname', 'Machine', 'GoArch', 'GoArchVar', 'GoVersion', 'Cloud', 'ServicesHash', 'ExitNodeID'];
+const STRINGS = [
+  'IPNVersion',
+  'FrontendLogID',
+  'BackendLogID',
+  'OS',
+  'OSVersion',
+  'Env',
+  'Distro',
+  'DistroVersion',
+  'DistroCodeName',
+  'App',
+  'Package',
+  'DeviceModel',
+  'PushDeviceToken',
+  'Hostname',
+  'Machine',
+  'GoArch',
+  'GoArchVar',
+  'GoVersion',
+  'Cloud',
+  'ServicesHash',
+  'ExitNodeID',
+];
 const BOOLS = ['ShieldsUp', 'ShareeNode', 'NoLogsNoSupport', 'RemoteConfig', 'WireIngress', 'IngressEnabled', 'AllowsUpdate', 'PeerRelay'];
 const OPT_BOOLS = ['Container', 'Desktop', 'Userspace', 'UserspaceRouter', 'AppConnector', 'StateEncrypted'];
 const STRING_LISTS = ['RequestTags', 'WoLMACs', 'sshHostKeys', 'RoutableIPs'];
@@ -76,18 +98,42 @@ test('a Hostinfo as the official client sends it passes through whole', (t) => {
     RoutableIPs: ['10.0.0.0/24', 'fd00::/64'],
     Services: [{ Proto: 'tcp', Port: 22, Description: 'sshd' }],
     sshHostKeys: ['ssh-ed25519 AAAA'],
-    NetInfo: { MappingVariesByDestIP: null, WorkingIPv6: false, OSHasIPv6: true, WorkingUDP: true, WorkingICMPv4: false, HavePortMap: false, UPnP: false, PMP: false, PCP: false, PreferredDERP: 900, LinkType: 'wired', DERPLatency: { '900-v4': 0.0012 }, FirewallMode: 'ipt-default' },
+    NetInfo: {
+      MappingVariesByDestIP: null,
+      WorkingIPv6: false,
+      OSHasIPv6: true,
+      WorkingUDP: true,
+      WorkingICMPv4: false,
+      HavePortMap: false,
+      UPnP: false,
+      PMP: false,
+      PCP: false,
+      PreferredDERP: 900,
+      LinkType: 'wired',
+      DERPLatency: { '900-v4': 0.0012 },
+      FirewallMode: 'ipt-default',
+    },
   };
   t.deepEqual(cleanHostinfo(real), real);
 });
 
 test('endpoints: ip:port and [ipv6]:port kept, anything else dropped; capability versions are small whole numbers', (t) => {
-  t.deepEqual(cleanEndpoints(['192.0.2.1:41641', '[2001:db8::1]:41641', '[::1]:1', '1.2.3.4:99999', 'host:80', '01.2.3.4:1', '1.2.3.4', '[::1]', 42, null, '1.2.3.4:65535']), [
-    '192.0.2.1:41641',
-    '[2001:db8::1]:41641',
-    '[::1]:1',
-    '1.2.3.4:65535',
-  ]);
+  t.deepEqual(
+    cleanEndpoints([
+      '192.0.2.1:41641',
+      '[2001:db8::1]:41641',
+      '[::1]:1',
+      '1.2.3.4:99999',
+      'host:80',
+      '01.2.3.4:1',
+      '1.2.3.4',
+      '[::1]',
+      42,
+      null,
+      '1.2.3.4:65535',
+    ]),
+    ['192.0.2.1:41641', '[2001:db8::1]:41641', '[::1]:1', '1.2.3.4:65535'],
+  );
   fc.assert(fc.property(fc.anything(), (v) => cleanEndpoints(v).every(isAddrPort)));
   t.true(isCapVersion(142));
   for (const v of [142.5, -1, 1e21, '142', null, NaN]) t.false(isCapVersion(v), String(v));

@@ -63,7 +63,19 @@ if (!haveTailscale()) {
     const bad = sim('bad-one');
     const r = await bad.post('/machine/register', { Version: CAP_VERSION, NodeKey: bad.nodeKey, Hostinfo: BAD_HOSTINFO, Auth: { AuthKey: key } });
     t.is(r.status, 200);
-    t.is((await bad.post('/machine/map', { Version: CAP_VERSION, NodeKey: bad.nodeKey, Stream: false, OmitPeers: true, Hostinfo: BAD_HOSTINFO, Endpoints: BAD_ENDPOINTS })).status, 200);
+    t.is(
+      (
+        await bad.post('/machine/map', {
+          Version: CAP_VERSION,
+          NodeKey: bad.nodeKey,
+          Stream: false,
+          OmitPeers: true,
+          Hostinfo: BAD_HOSTINFO,
+          Endpoints: BAD_ENDPOINTS,
+        })
+      ).status,
+      200,
+    );
     // Node.Cap is a Go int: a fractional or huge version is refused rather than passed on.
     for (const Version of [142.5, 1e21]) t.is((await bad.post('/machine/map', { Version, NodeKey: bad.nodeKey, Stream: false, OmitPeers: true })).status, 400);
     bad.start();
@@ -82,7 +94,11 @@ if (!haveTailscale()) {
     const later = sim('later-one');
     await later.register(key);
     later.start();
-    const s = await victim.waitFor((x) => ['bad-one', 'planted', 'later-one'].every((h) => victim.peers(x).some((p) => p.HostName === h && p.Online)), 'the victim to see all three online', 60_000);
+    const s = await victim.waitFor(
+      (x) => ['bad-one', 'planted', 'later-one'].every((h) => victim.peers(x).some((p) => p.HostName === h && p.Online)),
+      'the victim to see all three online',
+      60_000,
+    );
     t.true(victim.peers(s).some((p) => p.DNSName.startsWith('planted-renamed.')));
     t.notRegex(victim.output(), /cannot unmarshal/);
 

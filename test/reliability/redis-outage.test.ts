@@ -52,7 +52,11 @@ test.serial('Redis down: streams and relay connections stay up, clear retryable 
   try {
     await fleet.join(s.authKey, 6);
     relayUser.start();
-    await waitUntil(() => relayUser.ready, () => 'relay user admitted', 20_000);
+    await waitUntil(
+      () => relayUser.ready,
+      () => 'relay user admitted',
+      20_000,
+    );
     t.is((await browser.signIn('admin', CONSOLE_PASSWORD)).status, 303);
     const opened = fleet.nodes.map((n) => n.streamsOpened);
 
@@ -82,8 +86,15 @@ test.serial('Redis down: streams and relay connections stay up, clear retryable 
 
     // Open map streams and the admitted relay connection were never cut.
     await sleep(1_000);
-    t.true(fleet.nodes.every((n) => n.streaming), 'every map stream still open');
-    t.deepEqual(fleet.nodes.map((n) => n.streamsOpened), opened, 'no stream was reopened');
+    t.true(
+      fleet.nodes.every((n) => n.streaming),
+      'every map stream still open',
+    );
+    t.deepEqual(
+      fleet.nodes.map((n) => n.streamsOpened),
+      opened,
+      'no stream was reopened',
+    );
     t.true(relayUser.ready && relayUser.connections === 1, 'relay connection kept');
 
     await s.redis.start();
@@ -97,9 +108,17 @@ test.serial('Redis down: streams and relay connections stay up, clear retryable 
     }
     t.true(registered, 'registration retried after Redis returned succeeds');
     late.start();
-    await waitUntil(() => late.streaming, () => `late node streaming (${late.lastError})`, 20_000);
+    await waitUntil(
+      () => late.streaming,
+      () => `late node streaming (${late.lastError})`,
+      20_000,
+    );
     await fleet.waitSeePeer(late.self!.id, true, 20_000);
-    t.deepEqual(fleet.nodes.map((n) => n.streamsOpened), opened, 'still the same streams');
+    t.deepEqual(
+      fleet.nodes.map((n) => n.streamsOpened),
+      opened,
+      'still the same streams',
+    );
     t.is((await browser.request('/console/logs')).status, 200, 'the same console session works again');
     t.is((await fetch(`${s.image.url}/health`)).status, 200);
     const again = await DerpClient.connect({ host: '127.0.0.1', port: s.image.port, privateKey: fleet.nodes[1].nodePrivate });

@@ -55,7 +55,13 @@ function node(hostname: string): SimNode {
 }
 
 function registerBody(n: SimNode, authKey?: string, extra: Record<string, unknown> = {}) {
-  return { Version: CAP_VERSION, NodeKey: n.nodeKey, Hostinfo: { Hostname: n.opts.hostname, OS: 'linux' }, ...(authKey ? { Auth: { AuthKey: authKey } } : {}), ...extra };
+  return {
+    Version: CAP_VERSION,
+    NodeKey: n.nodeKey,
+    Hostinfo: { Hostname: n.opts.hostname, OS: 'linux' },
+    ...(authKey ? { Auth: { AuthKey: authKey } } : {}),
+    ...extra,
+  };
 }
 
 /** Tries to connect to a Unix socket as the unprivileged user `nobody`; resolves with "connected" or the error code. */
@@ -109,7 +115,10 @@ test.serial('a node key is bound to the machine that registered it', async (t) =
   t.notRegex(rot.body, /MachineAuthorized":true/);
   const all = await admin.listNodes(who);
   t.is(all.filter((n) => n.hostname === 'owner' && n.nodeKey === owner.nodeKey).length, 1, 'the owner keeps its node');
-  t.false(all.some((n) => n.nodeKey === thief.nodeKey), 'the thief got no node');
+  t.false(
+    all.some((n) => n.nodeKey === thief.nodeKey),
+    'the thief got no node',
+  );
 });
 
 test.serial('single-use, expired, operator-expired and forged pre-auth keys are refused and create nothing', async (t) => {
@@ -149,7 +158,11 @@ test.serial('relay admission: registered keys only, refusals logged with the add
 
   const stranger = await DerpClient.connect({ host: '127.0.0.1', port: image.port, privateKey: newPrivateKey() });
   await t.throwsAsync(stranger.waitFor('serverInfo', () => true, 10_000));
-  await waitUntil(() => /relay client refused ip=127\.0\.0\.1 key=nodekey:[0-9a-f]{12}… reason="node key is not registered/.test(image.procs.relay!.output()), () => 'the refusal in the relay log', 10_000);
+  await waitUntil(
+    () => /relay client refused ip=127\.0\.0\.1 key=nodekey:[0-9a-f]{12}… reason="node key is not registered/.test(image.procs.relay!.output()),
+    () => 'the refusal in the relay log',
+    10_000,
+  );
 
   const id = (await admin.listNodes(who)).find((n) => n.nodeKey === member.nodeKey)!.id;
   await admin.deleteNode(who, id);
@@ -170,7 +183,11 @@ test.serial('secrets never reach the logs or the activity log; keys appear by pr
     const n = node(`logs-${kind}`);
     await n.register(k);
     n.start();
-    await waitUntil(() => n.streaming, () => 'stream', 10_000);
+    await waitUntil(
+      () => n.streaming,
+      () => 'stream',
+      10_000,
+    );
     secrets.set(`${kind} node private key`, n.nodePrivate.toString('hex'));
     secrets.set(`${kind} node private key (base64)`, n.nodePrivate.toString('base64'));
     const machine = rawPrivateKey(n.machine.privateKey);
@@ -229,7 +246,13 @@ test.serial('secrets never reach the logs or the activity log; keys appear by pr
     else if (type === 'zset') dump.push(JSON.stringify(await redis.zrange(key, 0, -1)));
   }
   const atRest = dump.join('\n');
-  for (const what of ['single pre-auth key secret part', 'reusable pre-auth key secret part', 'ephemeral pre-auth key secret part', 'console password', 'wrong password attempt']) {
+  for (const what of [
+    'single pre-auth key secret part',
+    'reusable pre-auth key secret part',
+    'ephemeral pre-auth key secret part',
+    'console password',
+    'wrong password attempt',
+  ]) {
     t.false(atRest.includes(secrets.get(what)!), `${what} stored in clear`);
   }
 });

@@ -91,14 +91,23 @@ test('cookie flags on plain http: HttpOnly, SameSite=Lax, Path=/console, no Secu
 });
 
 test('cookie flags behind an https public URL: Secure and the __Secure- prefix', async (t) => {
-  const https = await startImage({ services: ['console', 'coordination'], publicUrl: 'https://vpn.example.test', env: { HSE_TLS: 'off', HSE_CONSOLE_PASSWORD: CONSOLE_PASSWORD } });
+  const https = await startImage({
+    services: ['console', 'coordination'],
+    publicUrl: 'https://vpn.example.test',
+    env: { HSE_TLS: 'off', HSE_CONSOLE_PASSWORD: CONSOLE_PASSWORD },
+  });
   try {
     const c = new Client(https.url);
     const form = await c.request('/console/login');
     const r = await c.request('/console/login', { form: { username: 'admin', password: CONSOLE_PASSWORD, csrf: Client.csrfOf(form.body) } });
     t.is(r.status, 303);
     const lines = sessionCookieLines([...form.cookies, ...r.cookies]);
-    t.deepEqual([...new Set(lines.map((l) => l.name))].sort(), ['__Secure-hse_login', '__Secure-hse_login.sig', '__Secure-hse_session', '__Secure-hse_session.sig']);
+    t.deepEqual([...new Set(lines.map((l) => l.name))].sort(), [
+      '__Secure-hse_login',
+      '__Secure-hse_login.sig',
+      '__Secure-hse_session',
+      '__Secure-hse_session.sig',
+    ]);
     for (const l of lines) {
       t.true('secure' in l.attrs && 'httponly' in l.attrs, l.name);
       t.is(l.attrs.samesite?.toLowerCase(), 'lax');

@@ -44,7 +44,11 @@ test.serial('stop: every Node process drains and exits 0; the router ends stream
   await logMatches('coordination', /coordination: shutting down signal=SIG(INT|TERM) streams=\d+/);
   await logMatches('relay', /relay: shutting down signal=SIG(INT|TERM)/);
   await logMatches('console', /console: shutting down signal=SIG(INT|TERM)/);
-  await waitUntil(() => fleet.nodes.every((n) => !n.streaming) && derp.every((d) => !d.ready), () => 'every stream and relay connection to end', 10_000);
+  await waitUntil(
+    () => fleet.nodes.every((n) => !n.streaming) && derp.every((d) => !d.ready),
+    () => 'every stream and relay connection to end',
+    10_000,
+  );
   t.is(fleet.nodes.reduce((a, n) => a + n.cleanEnds, 0) - cleanBefore, FLEET, 'streams that ended cleanly');
   t.log(`relay users told "restarting" before the stop: ${derp.filter((d) => d.restartingFrames > 0).length}/${derp.length}`);
 });
@@ -72,7 +76,11 @@ test.serial('start: every client returns by itself with the same addresses and n
   await image.pm2.cli('start', 'ecosystem.config.cjs');
   for (const name of APPS) await image.waitListening(name, 2);
   const back = await fleet.waitStreaming(stoppedAt, 60_000);
-  await waitUntil(() => derp.every((d) => d.ready && d.readySince > stoppedAt), () => 'relay users back', 60_000);
+  await waitUntil(
+    () => derp.every((d) => d.ready && d.readySince > stoppedAt),
+    () => 'relay users back',
+    60_000,
+  );
   t.log(`all ${FLEET} streams back ${back - stoppedAt} ms after the stop began`);
   t.deepEqual(fleet.identities(), identities);
   // Read back from the AOF by the restarted Redis.

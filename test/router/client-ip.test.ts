@@ -29,7 +29,7 @@ function inRange(a: Addr, r: Range): boolean {
   if (a.v === 4 && r.base.v === 4) {
     if (r.prefix === 0) return true;
     const mask = (0xffffffff << (32 - r.prefix)) >>> 0;
-    return ((a.n & mask) >>> 0) === ((r.base.n & mask) >>> 0);
+    return (a.n & mask) >>> 0 === (r.base.n & mask) >>> 0;
   }
   if (a.v === 6 && r.base.v === 6) {
     const mask = r.prefix === 0 ? 0n : (V6_MAX >> BigInt(128 - r.prefix)) << BigInt(128 - r.prefix);
@@ -101,7 +101,10 @@ const v4Pool = fc.oneof(
 const DOC = 0x20010db8n << 96n;
 const v6Pool = fc.oneof(
   fc.constantFrom(v6(DOC + 1n), v6(DOC + 2n), v6(DOC + 0x100n), v6(DOC + (1n << 64n)), v6(1n), v6(0xfd00n << 112n)),
-  fc.bigInt({ min: 0n, max: V6_MAX }).filter((n) => n >> 32n !== 0xffffn).map(v6),
+  fc
+    .bigInt({ min: 0n, max: V6_MAX })
+    .filter((n) => n >> 32n !== 0xffffn)
+    .map(v6),
 );
 const addr = fc.oneof(v4Pool, v6Pool);
 
@@ -169,9 +172,9 @@ function rangeText(r: Range): fc.Arbitrary<string> {
   return fc.constantFrom(...(r.prefix === 128 ? [`${c}/128`, c] : [`${c}/${r.prefix}`]));
 }
 
-const trustedList = fc.array(range, { maxLength: 4 }).chain((rs) =>
-  (rs.length === 0 ? fc.constant([] as string[]) : fc.tuple(...rs.map(rangeText))).map((texts) => ({ ranges: rs, texts })),
-);
+const trustedList = fc
+  .array(range, { maxLength: 4 })
+  .chain((rs) => (rs.length === 0 ? fc.constant([] as string[]) : fc.tuple(...rs.map(rangeText))).map((texts) => ({ ranges: rs, texts })));
 
 function trust(texts: string[]): TrustedProxies {
   return new TrustedProxies(texts.map(parseEntry));
@@ -187,10 +190,16 @@ function headerLines(ls: Entry[][], pads: string[]): string[] {
 
 test('matches the reference model for any peer, X-Forwarded-For lines and trusted list', (t) => {
   fc.assert(
-    fc.property(addr.chain((a) => spelling(a).map((s) => ({ a, s }))), lines, trustedList, fc.array(ows, { minLength: 1, maxLength: 8 }), (peer, ls, tl, pads) => {
-      const got = resolveClientAddress(peer.s.replace(/^\[|\]$/g, ''), headerLines(ls, pads), trust(tl.texts));
-      return got === model(peer.a, ls, tl.ranges);
-    }),
+    fc.property(
+      addr.chain((a) => spelling(a).map((s) => ({ a, s }))),
+      lines,
+      trustedList,
+      fc.array(ows, { minLength: 1, maxLength: 8 }),
+      (peer, ls, tl, pads) => {
+        const got = resolveClientAddress(peer.s.replace(/^\[|\]$/g, ''), headerLines(ls, pads), trust(tl.texts));
+        return got === model(peer.a, ls, tl.ranges);
+      },
+    ),
     { numRuns: 3000 },
   );
   t.pass();

@@ -93,9 +93,7 @@ export interface RouterRig {
 /** The real router process alone, with stand-ins on the three service sockets. */
 export async function startRouterRig(opts: ImageOptions = {}): Promise<RouterRig> {
   const image = await startImage({ services: [], ...opts });
-  const [coordination, console, relay] = await Promise.all(
-    (['coordination', 'console', 'relay'] as const).map((n) => startStandIn(n, image.socket(n))),
-  );
+  const [coordination, console, relay] = await Promise.all((['coordination', 'console', 'relay'] as const).map((n) => startStandIn(n, image.socket(n))));
   const standIns = { coordination, console, relay };
   return {
     image,

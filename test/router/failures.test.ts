@@ -41,7 +41,9 @@ test.serial('a service that died and left its socket file behind: 503 naming it'
   const file = rig.image.socket('relay');
   await rig.standIns.relay.close();
   // A process that listens on the socket and is killed with SIGKILL leaves the file with nobody behind it.
-  const holder = spawn(NODE, ['-e', `require('net').createServer().listen(${JSON.stringify(file)}, () => console.log('up'))`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const holder = spawn(NODE, ['-e', `require('net').createServer().listen(${JSON.stringify(file)}, () => console.log('up'))`], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   await new Promise((r) => holder.stdout!.once('data', r));
   holder.kill('SIGKILL');
   await new Promise((r) => holder.once('exit', r));
@@ -110,7 +112,10 @@ test('a big head under the limit is passed on whole', async (t) => {
 for (const [name, bytes] of [
   ['garbage instead of HTTP', '\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 not http at all\r\n\r\n'],
   ['a header line without a colon', 'GET / HTTP/1.1\r\nHost: h\r\nNot a header\r\n\r\n'],
-  ['conflicting body lengths (a smuggling attempt)', 'POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /admin HTTP/1.1\r\nHost: h\r\n\r\n'],
+  [
+    'conflicting body lengths (a smuggling attempt)',
+    'POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /admin HTTP/1.1\r\nHost: h\r\n\r\n',
+  ],
 ] as const) {
   test(`${name}: 400 and the connection closed`, async (t) => {
     const s = await connect(rig.image.port);

@@ -127,7 +127,9 @@ test('proxy mode: X-Forwarded-Proto is https on everything, and no HSTS leaves t
 });
 
 test('an h2c upgrade is declined: the request is answered over HTTP/1.1 by the service', async (t) => {
-  const r = await request(`${plain.image.url}/key`, { headers: { Connection: 'Upgrade, HTTP2-Settings', Upgrade: 'h2c', 'HTTP2-Settings': 'AAMAAABkAAQAoAAAAAIAAAAA' } });
+  const r = await request(`${plain.image.url}/key`, {
+    headers: { Connection: 'Upgrade, HTTP2-Settings', Upgrade: 'h2c', 'HTTP2-Settings': 'AAMAAABkAAQAoAAAAAIAAAAA' },
+  });
   t.is(r.status, 200);
   const echo = JSON.parse(r.body);
   t.is(echo.service, 'coordination');

@@ -84,7 +84,9 @@ test('GET /derp with Upgrade: DERP is tunnelled to the relay byte for byte both 
 test('a WebSocket upgrade under /console reaches the console as a tunnel', async (t) => {
   const s = await connect(rig.image.port);
   const got = new Received(s);
-  s.write('GET /console/live HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n');
+  s.write(
+    'GET /console/live HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n',
+  );
   const { head } = await got.head();
   t.true(head.includes('\r\nUpgrade: websocket\r\n'));
   t.true(head.includes('\r\nX-Stand-In: console\r\n'));

@@ -28,7 +28,10 @@ test.serial('the size cap keeps the log near HSE_ACTIVITY_MAX_ENTRIES and keeps 
   t.true(len >= 50 && len <= 50 + NODE, `stream length ${len}`);
   const newest = await listRecent(c, len);
   t.is(newest[0].target, 'item-499');
-  t.true(newest.every((e) => Number(e.target.slice(5)) >= 500 - len), 'only the newest entries are kept');
+  t.true(
+    newest.every((e) => Number(e.target.slice(5)) >= 500 - len),
+    'only the newest entries are kept',
+  );
 });
 
 test.serial('prune drops entries past the retention period and keeps recent ones', async (t) => {

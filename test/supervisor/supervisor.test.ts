@@ -31,7 +31,10 @@ test('a refused configuration exits 2 once and is not restarted', async (t) => {
       const later = await pm2.app(name);
       t.is(later.pm2_env.restart_time, 0, `${name} was not restarted`);
       t.is(later.pid, 0, `${name} is not running`);
-      const refusals = pm2.log(a).split('\n').filter((l) => l.includes('refused configuration'));
+      const refusals = pm2
+        .log(a)
+        .split('\n')
+        .filter((l) => l.includes('refused configuration'));
       t.is(refusals.length, 1, pm2.log(a));
       t.regex(refusals[0], new RegExp(`hse ${name}: refused configuration: HSE_HTTP_PORT: "99999" is not a TCP/UDP port`));
     }
@@ -95,7 +98,10 @@ test('the process list follows HSE_REDIS_URL and HSE_DERP_MODE', async (t) => {
 });
 
 test('every app runs on the pinned Node and treats exit status 2 as final', async (t) => {
-  const { stdout } = await run(NODE, ['-e', "console.log(JSON.stringify(require('./ecosystem.config.cjs').apps))"], { cwd: ROOT, env: { PATH: process.env.PATH } });
+  const { stdout } = await run(NODE, ['-e', "console.log(JSON.stringify(require('./ecosystem.config.cjs').apps))"], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH },
+  });
   const apps = JSON.parse(stdout) as { name: string; interpreter: string; script: string; stop_exit_codes: number[] }[];
   const mains: Record<string, string> = {
     redis: 'services/redis/run.sh',

@@ -17,7 +17,11 @@ if (missing) {
   test.before(async () => {
     // Nothing is added to Pebble's DNS: nowhere.test resolves neither here nor for the CA.
     pebble = await startPebble({ httpPort: 1 });
-    tls = await startTlsImage({ host: DOMAIN, services: ['relay'], env: { HSE_ACME_DIRECTORY_URL: pebble.directoryUrl, NODE_EXTRA_CA_CERTS: pebble.apiCaFile } });
+    tls = await startTlsImage({
+      host: DOMAIN,
+      services: ['relay'],
+      env: { HSE_ACME_DIRECTORY_URL: pebble.directoryUrl, NODE_EXTRA_CA_CERTS: pebble.apiCaFile },
+    });
   });
 
   test.after.always(async () => {
@@ -29,7 +33,12 @@ if (missing) {
   const logs = () => `${tls!.image.logs()}\n----- pebble -----\n${pebble!.output().slice(-5000)}`;
 
   test.serial("the CA's reason is logged with a hint and a retry time", async (t) => {
-    const line = await eventually('the ACME failure line', async () => /ERROR router: ACME: no certificate for nowhere\.test: .*/.exec(routerOut())?.[0], 60_000, logs);
+    const line = await eventually(
+      'the ACME failure line',
+      async () => /ERROR router: ACME: no certificate for nowhere\.test: .*/.exec(routerOut())?.[0],
+      60_000,
+      logs,
+    );
     // Pebble's validator could not resolve the name: its words, then ours.
     t.regex(line, /could not resolve URL "http:\/\/nowhere\.test:1\/\.well-known\/acme-challenge\//);
     t.regex(line, /hint="the CA could not resolve the name: check its DNS records"/);
@@ -43,7 +52,10 @@ if (missing) {
     const h = await handshake(tls!.httpsPort, DOMAIN, 'no CA needed: the handshake fails first');
     t.false(h.ok);
     t.regex(h.error ?? '', /handshake failure/i);
-    const line = await eventually('the refusal line', async () => /WARN  router: HTTPS handshake refused: no certificate to serve yet .*/.exec(routerOut())?.[0]);
+    const line = await eventually(
+      'the refusal line',
+      async () => /WARN  router: HTTPS handshake refused: no certificate to serve yet .*/.exec(routerOut())?.[0],
+    );
     t.regex(line, /reason="ACME failed: .*could not resolve URL/);
   });
 

@@ -45,7 +45,7 @@ if (missing) {
     await eventually('the ACME certificate', async () => /ACME: certificate issued/.test(routerOut()), 60_000, logs);
     const h = await handshake(tls!.httpsPort, DOMAIN, root);
     t.true(h.ok, h.error);
-    t.true(h.authorized, 'the served certificate does not chain to Pebble\'s root');
+    t.true(h.authorized, "the served certificate does not chain to Pebble's root");
     t.regex(h.names ?? '', /DNS:hse\.test/);
     // An actual HTTPS request over it (the router alone: the coordination service's 503 is still a routed answer).
     const r = await httpsRequest(tls!.httpsPort, DOMAIN, root, '/health');

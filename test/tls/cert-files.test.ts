@@ -48,7 +48,12 @@ const fingerprintOf = (ca: TestCA) => new X509Certificate(fs.readFileSync(ca.cer
 
 test.serial('missing files: the router still starts, logs which file is missing, port 80 answers and HTTPS refuses', async (t) => {
   await tls!.image.procs.router!.waitFor(/certificate files not usable/);
-  t.regex(routerOut(), new RegExp(`ERROR router: certificate files not usable; HTTPS refuses connections until they are fixed reason="HSE_TLS_CERT_FILE ${certFile} does not exist"`));
+  t.regex(
+    routerOut(),
+    new RegExp(
+      `ERROR router: certificate files not usable; HTTPS refuses connections until they are fixed reason="HSE_TLS_CERT_FILE ${certFile} does not exist"`,
+    ),
+  );
   const r = await plainRequest(tls!.httpPort, '/');
   t.is(r.status, 503);
   const h = await handshake(tls!.httpsPort, TEST_DOMAIN, first!.caPem);
@@ -90,7 +95,10 @@ test.serial('a replaced certificate is served on new connections without a resta
 test.serial('a pair that does not match is refused with a log line and the previous certificate stays', async (t) => {
   // The first CA's certificate with the second CA's key.
   replace(certFile, fs.readFileSync(first!.certFile));
-  const line = await eventually('the refusal line', async () => /ERROR router: certificate files not usable; still serving the previous certificate .*/.exec(routerOut())?.[0]);
+  const line = await eventually(
+    'the refusal line',
+    async () => /ERROR router: certificate files not usable; still serving the previous certificate .*/.exec(routerOut())?.[0],
+  );
   t.regex(line, /the private key does not belong to the certificate/);
   const h = await handshake(tls!.httpsPort, TEST_DOMAIN, second!.caPem);
   t.true(h.ok && h.authorized, h.error);

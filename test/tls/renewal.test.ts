@@ -33,7 +33,10 @@ test('due exactly from the renewal time on', (t) => {
 });
 
 test('failures back off 1, 2, 4 ... minutes up to an hour', (t) => {
-  t.deepEqual([1, 2, 3, 4, 5, 6, 7, 8, 20].map((n) => retryDelayMs(n) / 60_000), [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+  t.deepEqual(
+    [1, 2, 3, 4, 5, 6, 7, 8, 20].map((n) => retryDelayMs(n) / 60_000),
+    [1, 2, 4, 8, 16, 32, 60, 60, 60],
+  );
 });
 
 test('while a certificate is still served, a retry never waits past a quarter of the time it has left', (t) => {

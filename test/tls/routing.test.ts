@@ -76,7 +76,10 @@ test('HTTP/2 is negotiated for clients offering h2: HSTS, routing and a form POS
   t.is(page.status, 200, page.body.slice(0, 300));
   const csrf = /name="csrf" value="([^"]+)"/.exec(page.body)?.[1];
   t.truthy(csrf, 'no CSRF field on the sign-in page');
-  const cookie = ([] as string[]).concat(page.headers['set-cookie'] ?? []).map((c) => c.split(';')[0]).join('; ');
+  const cookie = ([] as string[])
+    .concat(page.headers['set-cookie'] ?? [])
+    .map((c) => c.split(';')[0])
+    .join('; ');
   const signIn = await h2Request(img!.httpsPort, TEST_DOMAIN, ca!.caPem, '/console/login', {
     method: 'POST',
     headers: { 'content-type': 'application/x-www-form-urlencoded', cookie },
@@ -119,10 +122,14 @@ test('clients without ALPN get HTTP/1.1, and a DERP upgrade is tunnelled to the 
   t.is(frame.subarray(5, 9).toString('latin1'), 'DERP');
 });
 
-test('proxy mode (HSE_TLS=off) sends no HSTS: that is the proxy operator\'s decision', async (t) => {
+test("proxy mode (HSE_TLS=off) sends no HSTS: that is the proxy operator's decision", async (t) => {
   let proxy: Image | undefined;
   try {
-    proxy = await startImage({ services: ['coordination'], publicUrl: 'https://vpn.example.test', env: { HSE_TLS: 'off', HSE_TRUSTED_PROXIES: '127.0.0.1/32' } });
+    proxy = await startImage({
+      services: ['coordination'],
+      publicUrl: 'https://vpn.example.test',
+      env: { HSE_TLS: 'off', HSE_TRUSTED_PROXIES: '127.0.0.1/32' },
+    });
     const r = await plainRequest(proxy.port, '/key?v=142');
     t.is(r.status, 200, r.body);
     t.is(r.headers['strict-transport-security'], undefined);

@@ -54,7 +54,14 @@ export function handshake(port: number, servername: string, ca: string, alpn?: s
     const s = tls.connect({ host: '127.0.0.1', port, servername: sni(servername), ca, rejectUnauthorized: false, ALPNProtocols: alpn });
     s.once('secureConnect', () => {
       const cert = s.getPeerCertificate();
-      resolve({ ok: true, authorized: s.authorized, fingerprint: cert.fingerprint256, serial: cert.serialNumber, names: cert.subjectaltname, alpn: s.alpnProtocol });
+      resolve({
+        ok: true,
+        authorized: s.authorized,
+        fingerprint: cert.fingerprint256,
+        serial: cert.serialNumber,
+        names: cert.subjectaltname,
+        alpn: s.alpnProtocol,
+      });
       s.destroy();
     });
     s.once('error', (e: NodeJS.ErrnoException) => resolve({ ok: false, error: `${e.code ?? ''} ${e.message}` }));
@@ -98,10 +105,25 @@ export function plainRequest(port: number, path: string, opts: { method?: string
 }
 
 /** An HTTPS request to 127.0.0.1:port for `servername`, trusting `ca` only; no ALPN offered, so HTTP/1.1. */
-export function httpsRequest(port: number, servername: string, ca: string, path: string, opts: { method?: string; headers?: http.OutgoingHttpHeaders; body?: string; agent?: https.Agent } = {}): Promise<Reply & { socketReused: boolean; fingerprint: string }> {
+export function httpsRequest(
+  port: number,
+  servername: string,
+  ca: string,
+  path: string,
+  opts: { method?: string; headers?: http.OutgoingHttpHeaders; body?: string; agent?: https.Agent } = {},
+): Promise<Reply & { socketReused: boolean; fingerprint: string }> {
   return new Promise((resolve, reject) => {
     const req = https.request(
-      { host: '127.0.0.1', port, path, servername: sni(servername), ca, method: opts.method ?? 'GET', headers: { host: servername, ...opts.headers }, agent: opts.agent ?? false },
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        servername: sni(servername),
+        ca,
+        method: opts.method ?? 'GET',
+        headers: { host: servername, ...opts.headers },
+        agent: opts.agent ?? false,
+      },
       (res) => {
         // Read now: a keep-alive socket goes back to the agent's pool (and off the response) at the end.
         const fingerprint = (res.socket as tls.TLSSocket).getPeerCertificate().fingerprint256;
@@ -117,7 +139,13 @@ export function httpsRequest(port: number, servername: string, ca: string, path:
 }
 
 /** An HTTP/2 request (ALPN h2) to 127.0.0.1:port for `servername`. */
-export async function h2Request(port: number, servername: string, ca: string, path: string, opts: { method?: string; headers?: http2.OutgoingHttpHeaders; body?: string } = {}): Promise<Reply & { alpn: string | false | null }> {
+export async function h2Request(
+  port: number,
+  servername: string,
+  ca: string,
+  path: string,
+  opts: { method?: string; headers?: http2.OutgoingHttpHeaders; body?: string } = {},
+): Promise<Reply & { alpn: string | false | null }> {
   const session = http2.connect(`https://${servername}:${port}`, {
     createConnection: () => tls.connect({ host: '127.0.0.1', port, servername: sni(servername), ca, ALPNProtocols: ['h2'] }),
   });

@@ -33,12 +33,14 @@ export interface AcmeManager {
 
 /** A hint for the CA messages operators meet most, after the CA's own words. */
 function hintFor(reason: string): string | undefined {
-  if (/NXDOMAIN|no valid A|DNS problem|SERVFAIL|no such host|could not resolve/i.test(reason)) return 'the CA could not resolve the name: check its DNS records';
+  if (/NXDOMAIN|no valid A|DNS problem|SERVFAIL|no such host|could not resolve/i.test(reason))
+    return 'the CA could not resolve the name: check its DNS records';
   if (/connection refused|timeout|timed out|fetching http|connect/i.test(reason)) {
     return 'the CA could not fetch http://<name>/.well-known/acme-challenge/… : port 80 must reach this router from the internet';
   }
   if (/rateLimited|rate limit|too many/i.test(reason)) return "the CA's rate limit: the order is retried later, nothing to do";
-  if (/certificate|self.signed|unable to verify/i.test(reason)) return "the ACME directory's own TLS certificate is not trusted (private CA? set NODE_EXTRA_CA_CERTS)";
+  if (/certificate|self.signed|unable to verify/i.test(reason))
+    return "the ACME directory's own TLS certificate is not trusted (private CA? set NODE_EXTRA_CA_CERTS)";
   return undefined;
 }
 
@@ -107,7 +109,11 @@ export function startAcme(opts: AcmeOptions): AcmeManager {
 
   async function attempt(): Promise<void> {
     const renewing = cert !== null;
-    log.info(renewing ? 'ACME: renewing the certificate' : 'ACME: ordering a certificate', { domain: host, directory: directoryUrl, email: cfg.acmeEmail ?? 'none' });
+    log.info(renewing ? 'ACME: renewing the certificate' : 'ACME: ordering a certificate', {
+      domain: host,
+      directory: directoryUrl,
+      email: cfg.acmeEmail ?? 'none',
+    });
     const check = await checkDomain(host);
     if (check.level === 'error') log.error(`ACME: ${check.message}`);
     else if (check.level === 'info') log.info(`ACME: ${check.message}`);
@@ -117,7 +123,11 @@ export function startAcme(opts: AcmeOptions): AcmeManager {
       failures = 0;
       mismatched = false;
       cert = next;
-      log.info(renewing ? 'ACME: certificate renewed' : 'ACME: certificate issued', { domain: host, notAfter: next.notAfter.toISOString(), renewAt: renewalTime(next.notBefore, next.notAfter).toISOString() });
+      log.info(renewing ? 'ACME: certificate renewed' : 'ACME: certificate issued', {
+        domain: host,
+        notAfter: next.notAfter.toISOString(),
+        renewAt: renewalTime(next.notBefore, next.notAfter).toISOString(),
+      });
       opts.onCertificate(next, renewing ? 'acme-renewal' : 'acme');
       schedule(waitUntil(renewalTime(next.notBefore, next.notAfter)));
     } catch (e) {
@@ -156,12 +166,18 @@ export function startAcme(opts: AcmeOptions): AcmeManager {
       return;
     }
     if (loaded.notAfter.getTime() <= Date.now() || !covers(loaded, host)) {
-      log.info('ACME: the stored certificate is expired or for another name; ordering a new one', { names: loaded.names.join(','), notAfter: loaded.notAfter.toISOString() });
+      log.info('ACME: the stored certificate is expired or for another name; ordering a new one', {
+        names: loaded.names.join(','),
+        notAfter: loaded.notAfter.toISOString(),
+      });
       return;
     }
     cert = loaded;
     mismatched = stored.meta?.directoryUrl !== directoryUrl || stored.meta?.domain !== host;
-    if (mismatched) log.info('ACME: the stored certificate comes from another CA (HSE_ACME_DIRECTORY_URL changed); serving it until a new one is issued', { was: stored.meta?.directoryUrl ?? 'unknown' });
+    if (mismatched)
+      log.info('ACME: the stored certificate comes from another CA (HSE_ACME_DIRECTORY_URL changed); serving it until a new one is issued', {
+        was: stored.meta?.directoryUrl ?? 'unknown',
+      });
     opts.onCertificate(loaded, 'acme-stored');
   }
 

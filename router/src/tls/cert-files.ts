@@ -40,7 +40,8 @@ function readable(file: string, variable: string): string {
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
     if (err.code === 'ENOENT') throw new CertificateError(`${variable} ${file} does not exist`);
-    if (err.code === 'EACCES') throw new CertificateError(`${variable} ${file} cannot be read by this process (permission denied; uid ${process.getuid?.() ?? '?'})`);
+    if (err.code === 'EACCES')
+      throw new CertificateError(`${variable} ${file} cannot be read by this process (permission denied; uid ${process.getuid?.() ?? '?'})`);
     if (err.code === 'EISDIR') throw new CertificateError(`${variable} ${file} is a directory, not a PEM file`);
     throw new CertificateError(`${variable} ${file} cannot be read: ${err.code ?? err.message}`);
   }
@@ -98,7 +99,11 @@ export function watchCertificateFiles(opts: CertFilesOptions): CertFilesWatcher 
       w.on('error', (e: Error) => log.warn('cannot watch the certificate directory; changes are noticed by polling only', { dir, error: e.message }));
       watchers.push(w);
     } catch (e) {
-      log.warn('cannot watch the certificate directory; changes are noticed by polling only', { dir, error: (e as NodeJS.ErrnoException).code ?? (e as Error).message, everyMs: POLL_MS });
+      log.warn('cannot watch the certificate directory; changes are noticed by polling only', {
+        dir,
+        error: (e as NodeJS.ErrnoException).code ?? (e as Error).message,
+        everyMs: POLL_MS,
+      });
     }
   }
   const poll = setInterval(() => {

@@ -24,7 +24,12 @@ export interface PlainHttpDeps {
 }
 
 function text(res: http.ServerResponse, status: number, body: string, extra: Record<string, string> = {}): void {
-  res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': String(Buffer.byteLength(body)), 'cache-control': 'no-store', ...extra });
+  res.writeHead(status, {
+    'content-type': 'text/plain; charset=utf-8',
+    'content-length': String(Buffer.byteLength(body)),
+    'cache-control': 'no-store',
+    ...extra,
+  });
   res.end(body);
 }
 

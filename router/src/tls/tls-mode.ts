@@ -32,16 +32,21 @@ export async function startTlsMode(cfg: Config, log: Logger, router: Router, fie
   router.attach(viaRouter);
   // Upgrades on port 80 are answered like any request (redirected), not tunnelled.
   const plainOptions: http.ServerOptions = { ...routerServerOptions(cfg), shouldUpgradeCallback: () => false };
-  const plain = http.createServer(plainOptions, plainHttpHandler({
-    cfg,
-    challenges,
-    toRouter: (req, res) => viaRouter.emit('request', req, res),
-    httpsReady: () => tls.current() !== null,
-  }));
+  const plain = http.createServer(
+    plainOptions,
+    plainHttpHandler({
+      cfg,
+      challenges,
+      toRouter: (req, res) => viaRouter.emit('request', req, res),
+      httpsReady: () => tls.current() !== null,
+    }),
+  );
 
   const host = cfg.publicUrl.hostname;
   const source = cfg.tlsCertFile !== null ? 'files' : 'acme';
-  await listenOrExit(plain, { port: cfg.tlsHttpPort, address: cfg.listenAddress, scheme: 'http' }, log, { role: 'redirects to https, ACME challenges, /generate_204' });
+  await listenOrExit(plain, { port: cfg.tlsHttpPort, address: cfg.listenAddress, scheme: 'http' }, log, {
+    role: 'redirects to https, ACME challenges, /generate_204',
+  });
   await listenOrExit(tls.server, { port: cfg.httpsPort, address: cfg.listenAddress, scheme: 'https' }, log, {
     ...fields,
     certificates: source === 'files' ? `${cfg.tlsCertFile} + ${cfg.tlsKeyFile}` : `ACME ${cfg.acmeDirectoryUrl}`,

@@ -96,7 +96,8 @@ export function createTlsServer(cfg: Config, log: Logger, router: Router): TlsSe
   });
 
   const http1 = server.listeners('secureConnection')[0] as ((socket: TLSSocket) => void) | undefined;
-  if (typeof http1 !== 'function') throw new Error("this Node version's https.Server has no HTTP/1.1 connection listener to dispatch from (TLS mode needs Node 24)");
+  if (typeof http1 !== 'function')
+    throw new Error("this Node version's https.Server has no HTTP/1.1 connection listener to dispatch from (TLS mode needs Node 24)");
   server.removeAllListeners('secureConnection');
   server.on('secureConnection', (socket: TLSSocket) => {
     if (socket.alpnProtocol !== 'h2') {

@@ -33,14 +33,20 @@ async function main(): Promise<number> {
     const password = piped || generatePassword();
     const now = Date.now();
     await accounts.put({ ...account, passwordHash: await hashPassword(password), passwordChangedAt: new Date(now).toISOString(), sessionsNotBefore: now });
-    await record(redis, { maxEntries: cfg.activityMaxEntries, retentionDays: cfg.activityRetentionDays }, {
-      action: 'console.password_reset',
-      actor: 'cli',
-      ip: '',
-      target: account.username,
-      details: { sessionsEnded: true },
-    });
-    process.stdout.write(piped ? `password of "${account.username}" changed; its sessions have ended\n` : `new password of "${account.username}" (shown only now): ${password}\n`);
+    await record(
+      redis,
+      { maxEntries: cfg.activityMaxEntries, retentionDays: cfg.activityRetentionDays },
+      {
+        action: 'console.password_reset',
+        actor: 'cli',
+        ip: '',
+        target: account.username,
+        details: { sessionsEnded: true },
+      },
+    );
+    process.stdout.write(
+      piped ? `password of "${account.username}" changed; its sessions have ended\n` : `new password of "${account.username}" (shown only now): ${password}\n`,
+    );
     return 0;
   } catch (e) {
     process.stderr.write(`cannot reset the password: the store (Redis) is not reachable: ${(e as Error).message}\n`);

@@ -61,7 +61,9 @@ const server = http.createServer({ maxHeaderSize: 32 * 1024 }, (req, res) => {
       const socket = req.socket;
       return upgrade(req, socket, Buffer.alloc(0));
     }
-    res.writeHead(400, { 'content-type': 'text/plain; charset=utf-8' }).end('/ts2021 needs an HTTP upgrade (Upgrade: tailscale-control-protocol); check that your proxy passes Upgrade and Connection headers\n');
+    res
+      .writeHead(400, { 'content-type': 'text/plain; charset=utf-8' })
+      .end('/ts2021 needs an HTTP upgrade (Upgrade: tailscale-control-protocol); check that your proxy passes Upgrade and Connection headers\n');
     return;
   }
   if (path === '/health') {
@@ -72,7 +74,9 @@ const server = http.createServer({ maxHeaderSize: 32 * 1024 }, (req, res) => {
     return;
   }
   if (path === '/' && (req.method === 'GET' || req.method === 'HEAD')) {
-    res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' }).end(`hse coordination server. Log in with: tailscale up --login-server=${cfg.publicOrigin}\nConsole: ${cfg.publicOrigin}/console\n`);
+    res
+      .writeHead(200, { 'content-type': 'text/plain; charset=utf-8' })
+      .end(`hse coordination server. Log in with: tailscale up --login-server=${cfg.publicOrigin}\nConsole: ${cfg.publicOrigin}/console\n`);
     return;
   }
   res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('not found\n');

@@ -96,7 +96,6 @@ export class DerpClient {
     });
   }
 
-
   private onData(chunk: Buffer): void {
     this.reader.push(chunk);
     let f: Frame | null;
@@ -180,7 +179,11 @@ export class DerpClient {
   }
 
   /** Skips messages until one matches (keep-alives, server info, ...). */
-  async waitFor<T extends DerpMessage['type']>(type: T, match: (m: Extract<DerpMessage, { type: T }>) => boolean = () => true, ms = 10_000): Promise<Extract<DerpMessage, { type: T }>> {
+  async waitFor<T extends DerpMessage['type']>(
+    type: T,
+    match: (m: Extract<DerpMessage, { type: T }>) => boolean = () => true,
+    ms = 10_000,
+  ): Promise<Extract<DerpMessage, { type: T }>> {
     const deadline = Date.now() + ms;
     for (;;) {
       const m = await this.recv(Math.max(1, deadline - Date.now()));

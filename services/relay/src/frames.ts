@@ -110,7 +110,8 @@ export function encodeSendPacket(dst: Uint8Array, packet: Uint8Array): Buffer {
 
 export function decodeSendPacket(body: Buffer): { dst: Buffer; packet: Buffer } {
   if (body.length < KEY_LEN) throw new FrameError(`SendPacket of ${body.length} bytes is shorter than a destination key`);
-  if (body.length - KEY_LEN > MAX_PACKET_SIZE) throw new FrameError(`SendPacket carries ${body.length - KEY_LEN} bytes, more than the ${MAX_PACKET_SIZE}-byte limit`);
+  if (body.length - KEY_LEN > MAX_PACKET_SIZE)
+    throw new FrameError(`SendPacket carries ${body.length - KEY_LEN} bytes, more than the ${MAX_PACKET_SIZE}-byte limit`);
   return { dst: body.subarray(0, KEY_LEN), packet: body.subarray(KEY_LEN) };
 }
 

@@ -25,8 +25,14 @@ export interface RelayHttpDeps {
   log: Logger;
 }
 
-const REASONS: Record<number, string> = { 400: 'Bad Request', 404: 'Not Found', 405: 'Method Not Allowed', 426: 'Upgrade Required', 503: 'Service Unavailable' };
-const PUBLIC_MODE_TEXT = 'this server uses Tailscale\'s public DERP relays (HSE_DERP_MODE=public); it runs no relay of its own\n';
+const REASONS: Record<number, string> = {
+  400: 'Bad Request',
+  404: 'Not Found',
+  405: 'Method Not Allowed',
+  426: 'Upgrade Required',
+  503: 'Service Unavailable',
+};
+const PUBLIC_MODE_TEXT = "this server uses Tailscale's public DERP relays (HSE_DERP_MODE=public); it runs no relay of its own\n";
 
 function pathOf(url: string | undefined): string {
   const u = url ?? '/';
@@ -37,7 +43,7 @@ function pathOf(url: string | undefined): string {
 /** The router's resolved client address; anything that does not look like an IP is not logged as one. */
 export function clientIpOf(req: http.IncomingMessage): string {
   const v = req.headers[CLIENT_IP_HEADER];
-  const s = (Array.isArray(v) ? v[0] : v ?? '').trim();
+  const s = (Array.isArray(v) ? v[0] : (v ?? '')).trim();
   return s.length <= 64 && /^[0-9A-Fa-f:.]+$/.test(s) ? s : '';
 }
 

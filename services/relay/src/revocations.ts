@@ -16,7 +16,8 @@ export function watchRevocations(sub: Redis, derp: DerpServer, log: Logger): voi
     if (e.kind === 'node.delete' && typeof e.nodeKey === 'string') {
       if (derp.closeKey(e.nodeKey, 'node deleted')) log.info('closed relay connection of a deleted node', { node: e.nodeId, key: redact(e.nodeKey, 20) });
     } else if (e.kind === 'node.keyrotate' && typeof e.oldNodeKey === 'string') {
-      if (derp.closeKey(e.oldNodeKey, 'node key rotated')) log.info('closed relay connection of a rotated node key', { node: e.nodeId, key: redact(e.oldNodeKey, 20) });
+      if (derp.closeKey(e.oldNodeKey, 'node key rotated'))
+        log.info('closed relay connection of a rotated node key', { node: e.nodeId, key: redact(e.oldNodeKey, 20) });
     }
   });
   // The first 'ready' is the initial connection; only later ones follow an outage.

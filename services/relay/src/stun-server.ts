@@ -37,7 +37,12 @@ export class StunServer {
           this.log.warn('IPv6 unavailable; STUN answers IPv4 only', { address, error: err.code });
           continue;
         }
-        const hint = err.code === 'EADDRINUSE' ? ` (another program holds UDP ${port}; stop it or set HSE_STUN_PORT)` : err.code === 'EACCES' ? ` (ports below 1024 need privileges; set HSE_STUN_PORT)` : '';
+        const hint =
+          err.code === 'EADDRINUSE'
+            ? ` (another program holds UDP ${port}; stop it or set HSE_STUN_PORT)`
+            : err.code === 'EACCES'
+              ? ` (ports below 1024 need privileges; set HSE_STUN_PORT)`
+              : '';
         throw new Error(`cannot listen for STUN on UDP ${address} port ${port}: ${err.code ?? err.message}${hint}`);
       }
     }

@@ -86,7 +86,15 @@ export async function crashAndRecover(ctx: CrashContext, app: AppName): Promise<
   const broken = ctx.fleet.nodes.filter((n) => n.streamSince >= killedAt);
   const back = broken.map((n) => n.streamSince - killedAt).sort((a, b) => a - b);
 
-  await waitUntil(() => ctx.derp.every((d) => d.ready), () => `relay users back (${ctx.derp.filter((d) => !d.ready).map((d) => d.lastError).join('; ')})`, timeoutMs);
+  await waitUntil(
+    () => ctx.derp.every((d) => d.ready),
+    () =>
+      `relay users back (${ctx.derp
+        .filter((d) => !d.ready)
+        .map((d) => d.lastError)
+        .join('; ')})`,
+    timeoutMs,
+  );
   const derpBroken = ctx.derp.filter((d) => d.readySince >= killedAt);
 
   // A node that registers after the crash must reach everyone: proves the fan-out (and Redis pub/sub) works again.
@@ -102,7 +110,11 @@ export async function crashAndRecover(ctx: CrashContext, app: AppName): Promise<
     }
   }
   probe.start();
-  await waitUntil(() => probe.streaming, () => `probe stream (${probe.lastError})`, timeoutMs);
+  await waitUntil(
+    () => probe.streaming,
+    () => `probe stream (${probe.lastError})`,
+    timeoutMs,
+  );
   const probeId = probe.self!.id;
   const probeName = probe.self!.name.split('.')[0];
   await ctx.fleet.waitSeePeer(probeId, true, timeoutMs);

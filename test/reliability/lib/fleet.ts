@@ -45,7 +45,14 @@ export class Fleet {
   constructor(o: FleetOptions) {
     this.nodes = Array.from(
       { length: o.count },
-      (_, i) => new SimNode({ port: o.port, serverPublic: o.serverPublic, hostname: `${o.prefix ?? 'sim'}-${i}`, minBackoffMs: o.minBackoffMs, maxBackoffMs: o.maxBackoffMs }),
+      (_, i) =>
+        new SimNode({
+          port: o.port,
+          serverPublic: o.serverPublic,
+          hostname: `${o.prefix ?? 'sim'}-${i}`,
+          minBackoffMs: o.minBackoffMs,
+          maxBackoffMs: o.maxBackoffMs,
+        }),
     );
   }
 

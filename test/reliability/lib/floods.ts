@@ -133,28 +133,39 @@ export async function slowHeads(port: number, count: number, closeWithinMs: numb
   const sockets: net.Socket[] = [];
   const t0 = Date.now();
   let refused = 0;
-  await pool(Array.from({ length: count }, (_, i) => i), 64, async (i) => {
-    try {
-      const s = await connect(port);
-      s.on('error', () => {});
-      // Read whatever the router says (a 408) so its close is seen.
-      s.resume();
-      sockets.push(s);
-      if (i % 2 === 1) {
-        s.write('GET /key HTTP/1.1\r\nHost: x\r\n');
-        const timer = setInterval(() => (s.destroyed ? clearInterval(timer) : s.write('X-Slow: y\r\n')), 1_000);
-        s.once('close', () => clearInterval(timer));
+  await pool(
+    Array.from({ length: count }, (_, i) => i),
+    64,
+    async (i) => {
+      try {
+        const s = await connect(port);
+        s.on('error', () => {});
+        // Read whatever the router says (a 408) so its close is seen.
+        s.resume();
+        sockets.push(s);
+        if (i % 2 === 1) {
+          s.write('GET /key HTTP/1.1\r\nHost: x\r\n');
+          const timer = setInterval(() => (s.destroyed ? clearInterval(timer) : s.write('X-Slow: y\r\n')), 1_000);
+          s.once('close', () => clearInterval(timer));
+        }
+      } catch {
+        refused++;
       }
-    } catch {
-      refused++;
-    }
-  });
+    },
+  );
   const opened = Date.now() - t0;
   const deadline = Date.now() + closeWithinMs;
   await Promise.race([Promise.all(sockets.map(whenClosed)), sleep(closeWithinMs)]);
   const stillOpen = sockets.filter((s) => !s.destroyed).length;
   for (const s of sockets) s.destroy();
-  return { connections: sockets.length, refused, openedInMs: opened, closedByRouter: sockets.length - stillOpen, stillOpenAfterMs: stillOpen, waitedMs: closeWithinMs - Math.max(0, deadline - Date.now()) };
+  return {
+    connections: sockets.length,
+    refused,
+    openedInMs: opened,
+    closedByRouter: sockets.length - stillOpen,
+    stillOpenAfterMs: stillOpen,
+    waitedMs: closeWithinMs - Math.max(0, deadline - Date.now()),
+  };
 }
 
 /** `count` requests with a 40 KiB head (over the router's 32 KiB limit); counts the 431 answers. */
@@ -211,7 +222,13 @@ export async function silentHandshakes(port: number, serverPublic: Buffer, count
  * `readEveryMs` (a slow client): its queue must drop the oldest packets instead of growing. Returns packets sent and
  * received and what the relay logged as dropped.
  */
-export async function derpBlast(port: number, sender: SimNode, receiver: SimNode, durationMs: number, readEveryMs: number): Promise<Record<string, number | string>> {
+export async function derpBlast(
+  port: number,
+  sender: SimNode,
+  receiver: SimNode,
+  durationMs: number,
+  readEveryMs: number,
+): Promise<Record<string, number | string>> {
   const a = await DerpClient.connect({ host: '127.0.0.1', port, privateKey: sender.nodePrivate });
   const b = await DerpClient.connect({ host: '127.0.0.1', port, privateKey: receiver.nodePrivate });
   await a.waitFor('serverInfo');
@@ -253,10 +270,14 @@ export async function derpBlast(port: number, sender: SimNode, receiver: SimNode
 /** Blasts `count` STUN datagrams (valid binding requests and junk, alternately) from `sockets` UDP sockets. */
 export async function stunFlood(stunPort: number, count: number, sockets = 4): Promise<Record<string, number | string>> {
   const socks = await Promise.all(
-    Array.from({ length: sockets }, () => new Promise<dgram.Socket>((resolve) => {
-      const s = dgram.createSocket('udp4');
-      s.bind(0, '127.0.0.1', () => resolve(s));
-    })),
+    Array.from(
+      { length: sockets },
+      () =>
+        new Promise<dgram.Socket>((resolve) => {
+          const s = dgram.createSocket('udp4');
+          s.bind(0, '127.0.0.1', () => resolve(s));
+        }),
+    ),
   );
   let answers = 0;
   for (const s of socks) s.on('message', () => answers++);
@@ -319,7 +340,13 @@ export async function signInSpray(base: string, redis: Redis, addresses: string[
     if (ttl < 0) noExpiry++;
     maxTtlMs = Math.max(maxTtlMs, ttl);
   }
-  return { attempts: addresses.length, ...Object.fromEntries(Object.entries(statuses).map(([k, v]) => [`status ${k}`, v])), rateLimitKeys: keys.length, keysWithoutExpiry: noExpiry, longestExpiryS: Math.round(maxTtlMs / 1000) };
+  return {
+    attempts: addresses.length,
+    ...Object.fromEntries(Object.entries(statuses).map(([k, v]) => [`status ${k}`, v])),
+    rateLimitKeys: keys.length,
+    keysWithoutExpiry: noExpiry,
+    longestExpiryS: Math.round(maxTtlMs / 1000),
+  };
 }
 
 /** `n` distinct public-looking IPv4 addresses, and `m` IPv6 ones inside one /64; `set` picks another batch. */

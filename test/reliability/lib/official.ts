@@ -38,7 +38,11 @@ export async function startOfficial(url: string, authKey: string, admin: AdminCl
     }
     for (const n of nodes) {
       const others = names.filter((x) => x !== n.name);
-      await n.waitFor((s) => s.BackendState === 'Running' && others.every((o) => n.peers(s).some((p) => p.HostName === o && p.Online)), `${n.name} running with its peers online`, 120_000);
+      await n.waitFor(
+        (s) => s.BackendState === 'Running' && others.every((o) => n.peers(s).some((p) => p.HostName === o && p.Online)),
+        `${n.name} running with its peers online`,
+        120_000,
+      );
     }
     const all = await admin.listNodes({ actor: 'reliability-run', ip: '' });
     for (const name of names) official.nodeKeys[name] = all.find((x) => x.hostname === name)!.nodeKey;

@@ -47,7 +47,12 @@ export async function startPopulatedImage(o: PopulateOptions): Promise<Populated
     await fleet.join(authKey, o.joinConcurrency, o.joinTimeoutMs);
     derp = fleet.nodes.slice(0, 2).map((n) => new SimDerp(image.port, n.nodePrivate));
     for (const d of derp) d.start();
-    if (o.relayReadyMs !== undefined) await waitUntil(() => derp.every((d) => d.ready), () => 'relay users admitted', o.relayReadyMs);
+    if (o.relayReadyMs !== undefined)
+      await waitUntil(
+        () => derp.every((d) => d.ready),
+        () => 'relay users admitted',
+        o.relayReadyMs,
+      );
     return { image, redis, serverPublic, authKey, fleet, derp, destroy };
   } catch (e) {
     await destroy();

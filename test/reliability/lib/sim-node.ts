@@ -154,7 +154,15 @@ export class SimNode {
     const s = await this.connect();
     const req = s.request({ ':method': 'POST', ':path': '/machine/map', 'content-type': 'application/json' });
     req.end(
-      JSON.stringify({ Version: CAP_VERSION, NodeKey: this.nodeKey, DiscoKey: this.discoKey, Stream: true, Compress: 'zstd', KeepAlive: true, Hostinfo: { Hostname: this.opts.hostname, OS: 'linux' } }),
+      JSON.stringify({
+        Version: CAP_VERSION,
+        NodeKey: this.nodeKey,
+        DiscoKey: this.discoKey,
+        Stream: true,
+        Compress: 'zstd',
+        KeepAlive: true,
+        Hostinfo: { Hostname: this.opts.hostname, OS: 'linux' },
+      }),
     );
     await new Promise<void>((resolve, reject) => {
       let buf: Buffer = Buffer.alloc(0);
@@ -202,7 +210,8 @@ export class SimNode {
     if (m.Peers) for (const p of m.Peers) this.peers.set(p.ID, p.Online === true);
     if (m.PeersChanged) for (const p of m.PeersChanged) this.peers.set(p.ID, p.Online === true);
     if (m.PeersRemoved) for (const id of m.PeersRemoved) this.peers.delete(id);
-    if (m.PeersChangedPatch) for (const p of m.PeersChangedPatch) if (typeof p.Online === 'boolean' && this.peers.has(p.NodeID)) this.peers.set(p.NodeID, p.Online);
+    if (m.PeersChangedPatch)
+      for (const p of m.PeersChangedPatch) if (typeof p.Online === 'boolean' && this.peers.has(p.NodeID)) this.peers.set(p.NodeID, p.Online);
   }
 
   /** Drops the connection as a network failure would; the node reconnects by itself. */

@@ -12,7 +12,6 @@ import { freePort } from '../../harness/process.ts';
 import { freeUdpPort } from '../../relay/harness.ts';
 import { Pm2, type Pm2App } from '../../supervisor/pm2.ts';
 
-
 export type AppName = 'redis' | 'router' | 'coordination' | 'console' | 'relay';
 export const APPS: AppName[] = ['redis', 'router', 'coordination', 'console', 'relay'];
 export const CONSOLE_PASSWORD = 'reliability console password 7f3a';
@@ -85,7 +84,9 @@ export async function startSupervisedImage(extraEnv: Record<string, string> = {}
       if ((await countListening(name)) >= times) return Date.now();
       if (Date.now() > deadline) {
         const a = await pm2.app(name);
-        throw new Error(`${name} did not log "listening" ${times} time(s) within ${timeoutMs} ms; status ${a.pm2_env.status}; log tail:\n${pm2.log(a).slice(-3000)}`);
+        throw new Error(
+          `${name} did not log "listening" ${times} time(s) within ${timeoutMs} ms; status ${a.pm2_env.status}; log tail:\n${pm2.log(a).slice(-3000)}`,
+        );
       }
       await sleep(50);
     }

@@ -46,7 +46,17 @@ export async function runCrash(opts: { nodes: number; rounds: number }): Promise
       `kill -9 under pm2: ${opts.nodes} simulated nodes, 2 relay users${official ? ', 2 official clients (v1.102.3)' : ' (official client not installed)'}; times in seconds from the kill. Raw: ${file}`,
       '',
       table(
-        ['killed', 'process serving again', 'map streams cut', 'streams back p50 / all', 'relay users back', 'official clients back on map stream', 'official clients back on relay', 'new node seen by every node', 'entries lost'],
+        [
+          'killed',
+          'process serving again',
+          'map streams cut',
+          'streams back p50 / all',
+          'relay users back',
+          'official clients back on map stream',
+          'official clients back on relay',
+          'new node seen by every node',
+          'entries lost',
+        ],
         rows,
       ),
     ].join('\n');

@@ -23,7 +23,10 @@ async function retry<T>(f: () => Promise<T>): Promise<T> {
   }
 }
 
-async function loop(persistence: Persistence, iterations: number): Promise<{ persistence: Persistence; iterations: number; lost: number; appendfsync: string | null; msPerIteration: number }> {
+async function loop(
+  persistence: Persistence,
+  iterations: number,
+): Promise<{ persistence: Persistence; iterations: number; lost: number; appendfsync: string | null; msPerIteration: number }> {
   const redis = new ControlledRedis(persistence);
   await redis.start();
   const image = await startImage({ services: ['coordination'], redis: false, env: { HSE_REDIS_URL: redis.url } });

@@ -22,7 +22,10 @@ export async function runFuzzSoak(opts: { batches: number }): Promise<string> {
     p.on('exit', (code) => resolve({ code, text }));
   });
   const figures = [...out.text.matchAll(/FIGURE (\{.*\})/g)].map((m) => JSON.parse(m[1]) as BatchFigure);
-  const summary = out.text.split('\n').filter((l) => /tests? (passed|failed)|known failure|uncaught|✘/.test(l)).map((l) => l.trim());
+  const summary = out.text
+    .split('\n')
+    .filter((l) => /tests? (passed|failed)|known failure|uncaught|✘/.test(l))
+    .map((l) => l.trim());
   const file = save('fuzz', { batches: opts.batches, exitCode: out.code, summary, figures });
   const growth = (r: number[]) => (r.length > 1 ? (r[r.length - 1] - r[0]).toFixed(1) : '—');
   return [
@@ -30,7 +33,15 @@ export async function runFuzzSoak(opts: { batches: number }): Promise<string> {
     '',
     table(
       ['input', 'process', 'inputs', 'RSS after batch 1 (MiB)', 'RSS after the last', 'growth from batch 1', 'still running'],
-      figures.map((f) => [f.fuzz, f.target, f.batches * f.inputsPerBatch, f.rssMiB[0] ?? '—', f.rssMiB[f.rssMiB.length - 1] ?? '—', growth(f.rssMiB), f.alive ? 'yes' : 'NO']),
+      figures.map((f) => [
+        f.fuzz,
+        f.target,
+        f.batches * f.inputsPerBatch,
+        f.rssMiB[0] ?? '—',
+        f.rssMiB[f.rssMiB.length - 1] ?? '—',
+        growth(f.rssMiB),
+        f.alive ? 'yes' : 'NO',
+      ]),
     ),
   ].join('\n');
 }

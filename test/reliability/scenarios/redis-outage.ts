@@ -37,7 +37,11 @@ export async function runRedisOutage(opts: { nodes: number; outageSeconds: numbe
     await fleet.join(authKey, 16, 300_000);
     relayUser = new SimDerp(image.port, fleet.nodes[0].nodePrivate);
     relayUser.start();
-    await waitUntil(() => relayUser!.ready, () => 'relay user', 30_000);
+    await waitUntil(
+      () => relayUser!.ready,
+      () => 'relay user',
+      30_000,
+    );
     official = await startOfficial(image.url, authKey, admin);
     const browser = new Client(image.url);
     await browser.signIn('admin', CONSOLE_PASSWORD);
@@ -48,7 +52,13 @@ export async function runRedisOutage(opts: { nodes: number; outageSeconds: numbe
     const downAt = Date.now();
     await redis.kill9();
     const register = { Version: CAP_VERSION, NodeKey: late.nodeKey, Hostinfo: { Hostname: 'late', OS: 'linux' }, Auth: { AuthKey: authKey } };
-    const seen = { register: {} as Record<string, number>, console: {} as Record<string, number>, health: {} as Record<string, number>, slowestRegisterMs: 0, slowestConsoleMs: 0 };
+    const seen = {
+      register: {} as Record<string, number>,
+      console: {} as Record<string, number>,
+      health: {} as Record<string, number>,
+      slowestRegisterMs: 0,
+      slowestConsoleMs: 0,
+    };
     const bump = (m: Record<string, number>, k: string | number) => (m[String(k)] = (m[String(k)] ?? 0) + 1);
     while (Date.now() - downAt < opts.outageSeconds * 1000) {
       const t0 = Date.now();
@@ -58,7 +68,10 @@ export async function runRedisOutage(opts: { nodes: number; outageSeconds: numbe
       const t1 = Date.now();
       const page = await browser.request('/console/machines');
       seen.slowestConsoleMs = Math.max(seen.slowestConsoleMs, Date.now() - t1);
-      bump(seen.console, page.status === 503 && /Store unavailable/.test(page.body) && !/\bat [^\n]*\.(ts|js):\d+/.test(page.body) ? '503 store unavailable' : page.status);
+      bump(
+        seen.console,
+        page.status === 503 && /Store unavailable/.test(page.body) && !/\bat [^\n]*\.(ts|js):\d+/.test(page.body) ? '503 store unavailable' : page.status,
+      );
       bump(seen.health, (await fetch(`${image.url}/health`)).status);
       await sleep(1_000);
     }
@@ -82,9 +95,14 @@ export async function runRedisOutage(opts: { nodes: number; outageSeconds: numbe
       await sleep(200);
     }
     late.start();
-    await waitUntil(() => late.streaming, () => `late node stream (${late.lastError})`, 60_000);
+    await waitUntil(
+      () => late.streaming,
+      () => `late node stream (${late.lastError})`,
+      60_000,
+    );
     await fleet.waitSeePeer(late.self!.id, true, 120_000);
-    for (const o of official?.nodes ?? []) await o.waitFor((s) => o.peers(s).some((p) => p.HostName === 'late' && p.Online), `${o.name} to see the late node`, 120_000);
+    for (const o of official?.nodes ?? [])
+      await o.waitFor((s) => o.peers(s).some((p) => p.HostName === 'late' && p.Online), `${o.name} to see the late node`, 120_000);
     const newNodeSeenMs = Date.now() - upAt;
     let consoleMs = NaN;
     for (const t0 = Date.now(); Date.now() - t0 < 60_000; await sleep(200)) {
@@ -93,15 +111,57 @@ export async function runRedisOutage(opts: { nodes: number; outageSeconds: numbe
         break;
       }
     }
-    const result = { nodes: opts.nodes, outageSeconds: opts.outageSeconds, seen, streamsKept, keepAlivesDuring, relayKept, officialDropped, registeredMs, newNodeSeenMs, consoleMs };
+    const result = {
+      nodes: opts.nodes,
+      outageSeconds: opts.outageSeconds,
+      seen,
+      streamsKept,
+      keepAlivesDuring,
+      relayKept,
+      officialDropped,
+      registeredMs,
+      newNodeSeenMs,
+      consoleMs,
+    };
     const file = save('redis-outage', result);
-    const fmt = (m: Record<string, number>) => Object.entries(m).map(([k, v]) => `${k}×${v}`).join(', ');
+    const fmt = (m: Record<string, number>) =>
+      Object.entries(m)
+        .map(([k, v]) => `${k}×${v}`)
+        .join(', ');
     return [
       `Redis killed (-9) for ${opts.outageSeconds} s under the running image: ${opts.nodes} simulated nodes on map streams, 1 relay user${official ? ', 2 official clients' : ''}, a signed-in console user; a new device retrying registration every second. Raw: ${file}`,
       '',
       table(
-        ['map streams kept through the outage', 'keep-alives received meanwhile', 'official clients cut', 'relay connection kept', 'new registration answered', 'slowest answer', 'console page', 'slowest page', 'health check', 'registration works again', 'new node seen by all', 'console works again'],
-        [[`${streamsKept}/${opts.nodes}`, keepAlivesDuring, official ? `${officialDropped}/2` : '—', relayKept ? 'yes' : 'no', fmt(seen.register), `${secs(seen.slowestRegisterMs)} s`, fmt(seen.console), `${secs(seen.slowestConsoleMs)} s`, fmt(seen.health), `${secs(registeredMs)} s`, `${secs(newNodeSeenMs)} s`, `${secs(consoleMs)} s`]],
+        [
+          'map streams kept through the outage',
+          'keep-alives received meanwhile',
+          'official clients cut',
+          'relay connection kept',
+          'new registration answered',
+          'slowest answer',
+          'console page',
+          'slowest page',
+          'health check',
+          'registration works again',
+          'new node seen by all',
+          'console works again',
+        ],
+        [
+          [
+            `${streamsKept}/${opts.nodes}`,
+            keepAlivesDuring,
+            official ? `${officialDropped}/2` : '—',
+            relayKept ? 'yes' : 'no',
+            fmt(seen.register),
+            `${secs(seen.slowestRegisterMs)} s`,
+            fmt(seen.console),
+            `${secs(seen.slowestConsoleMs)} s`,
+            fmt(seen.health),
+            `${secs(registeredMs)} s`,
+            `${secs(newNodeSeenMs)} s`,
+            `${secs(consoleMs)} s`,
+          ],
+        ],
       ),
     ].join('\n');
   } finally {

@@ -35,14 +35,22 @@ export async function runRestart(opts: { nodes: number }): Promise<string> {
     const servingMs = Date.now() - startedAt;
     await fleet.waitStreaming(startedAt, 300_000);
     const back = fleet.reconnectTimes(startedAt);
-    await waitUntil(() => derp.every((d) => d.ready && d.readySince > startedAt), () => 'relay users back', 120_000);
+    await waitUntil(
+      () => derp.every((d) => d.ready && d.readySince > startedAt),
+      () => 'relay users back',
+      120_000,
+    );
     const derpBackMs = Math.max(...derp.map((d) => d.readySince - startedAt));
     let officialBackMs: number | null = null;
     let officialChanged = 0;
     if (official) {
       const names = official.nodes.map((n) => n.name);
       for (const n of official.nodes) {
-        await n.waitFor((s) => s.BackendState === 'Running' && names.filter((x) => x !== n.name).every((o) => n.peers(s).some((p) => p.HostName === o && p.Online)), `${n.name} back with its peers online`, 300_000);
+        await n.waitFor(
+          (s) => s.BackendState === 'Running' && names.filter((x) => x !== n.name).every((o) => n.peers(s).some((p) => p.HostName === o && p.Online)),
+          `${n.name} back with its peers online`,
+          300_000,
+        );
       }
       // When each was back on its map stream, as the coordination service logged it.
       const log = await image.log('coordination');
@@ -54,14 +62,51 @@ export async function runRestart(opts: { nodes: number }): Promise<string> {
     const simAfter = fleet.identities();
     const simChanged = [...simBefore].filter(([k, v]) => simAfter.get(k) !== v).length;
     const lostEntries = lost(before, await registrations(redis));
-    const result = { nodes: opts.nodes, stopMs, exits, cleanEnds, servingMs, p50BackMs: percentile(back, 50), allBackMs: back[back.length - 1], derpBackMs, officialBackMs, simChanged, officialChanged, lost: lostEntries };
+    const result = {
+      nodes: opts.nodes,
+      stopMs,
+      exits,
+      cleanEnds,
+      servingMs,
+      p50BackMs: percentile(back, 50),
+      allBackMs: back[back.length - 1],
+      derpBackMs,
+      officialBackMs,
+      simChanged,
+      officialChanged,
+      lost: lostEntries,
+    };
     const file = save('restart', result);
     return [
       `Whole-image restart under pm2 (stop all, 2 s down, start): ${opts.nodes} simulated nodes, 2 relay users${official ? ', 2 official clients' : ''}. Times in seconds from the start command. Raw: ${file}`,
       '',
       table(
-        ['stop took', 'exit statuses', 'streams ended cleanly', 'all processes serving', 'streams back p50 / all', 'relay users back', 'official clients back on map stream', 'nodes with changed address or name', 'entries lost'],
-        [[secs(stopMs), Object.entries(exits).map(([k, v]) => `${k} ${v}`).join(', '), `${cleanEnds}/${opts.nodes}`, secs(servingMs), `${secs(result.p50BackMs)} / ${secs(result.allBackMs)}`, secs(derpBackMs), secs(officialBackMs), `${simChanged + officialChanged}`, lostEntries.length]],
+        [
+          'stop took',
+          'exit statuses',
+          'streams ended cleanly',
+          'all processes serving',
+          'streams back p50 / all',
+          'relay users back',
+          'official clients back on map stream',
+          'nodes with changed address or name',
+          'entries lost',
+        ],
+        [
+          [
+            secs(stopMs),
+            Object.entries(exits)
+              .map(([k, v]) => `${k} ${v}`)
+              .join(', '),
+            `${cleanEnds}/${opts.nodes}`,
+            secs(servingMs),
+            `${secs(result.p50BackMs)} / ${secs(result.allBackMs)}`,
+            secs(derpBackMs),
+            secs(officialBackMs),
+            `${simChanged + officialChanged}`,
+            lostEntries.length,
+          ],
+        ],
       ),
     ].join('\n');
   } finally {

@@ -66,7 +66,10 @@ export function accountsRoutes(router: Router, d: AccountsDeps): void {
     const a = USERNAME_RE.test(name) ? await d.accounts.get(name) : null;
     if (!a) throw new PageError(404, 'Account not found', `There is no console account "${name}". It may have been deleted a moment ago.`);
     if (accountKey(a.username) === accountKey(viewerOf(ctx).username)) {
-      throw new FormProblem('You cannot do this to your own account here. Change your own password under My account; another administrator can disable or delete your account.', 409);
+      throw new FormProblem(
+        'You cannot do this to your own account here. Change your own password under My account; another administrator can disable or delete your account.',
+        409,
+      );
     }
     if (opts.removesAdmin && a.role === 'admin' && !a.disabled) {
       const others = (await d.accounts.list()).filter((x) => x.role === 'admin' && !x.disabled && accountKey(x.username) !== accountKey(a.username));

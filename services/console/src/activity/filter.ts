@@ -81,7 +81,14 @@ function addressMatcher(text: string): ((ip: string) => boolean) | null {
 }
 
 export function readFilter(q: Query): Filter {
-  const raw: RawFilter = { action: one(q, 'action'), actor: one(q, 'actor'), address: one(q, 'address'), text: one(q, 'text'), from: one(q, 'from'), to: one(q, 'to') };
+  const raw: RawFilter = {
+    action: one(q, 'action'),
+    actor: one(q, 'actor'),
+    address: one(q, 'address'),
+    text: one(q, 'text'),
+    from: one(q, 'from'),
+    to: one(q, 'to'),
+  };
   const errors: string[] = [];
   const tests: ((e: ActivityEntry) => boolean)[] = [];
 

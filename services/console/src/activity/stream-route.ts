@@ -54,7 +54,8 @@ function frame(e: ActivityEntry): string {
 
 export function streamRoute(router: Router, d: StreamDeps): void {
   router.get('/console/logs/stream', d.gate, async (ctx) => {
-    if (openStreams.size >= MAX_STREAMS) throw new PageError(503, 'Too many live tails', 'Too many live tails are open on this console; close some Logs tabs and retry.');
+    if (openStreams.size >= MAX_STREAMS)
+      throw new PageError(503, 'Too many live tails', 'Too many live tails are open on this console; close some Logs tabs and retry.');
     const f = readFilter(ctx.query);
     if (f.errors.length) throw new PageError(400, 'Bad filter', f.errors.join(' '));
     const sid = sessionId(ctx);

@@ -29,7 +29,10 @@ export function configuredPassword(cfg: Config): string | null {
   try {
     text = fs.readFileSync(cfg.consolePasswordFile, 'utf8');
   } catch (e) {
-    throw new SettingError('HSE_CONSOLE_PASSWORD_FILE', `cannot read "${cfg.consolePasswordFile}" (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); check the path and that this user may read it`);
+    throw new SettingError(
+      'HSE_CONSOLE_PASSWORD_FILE',
+      `cannot read "${cfg.consolePasswordFile}" (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); check the path and that this user may read it`,
+    );
   }
   // Secret files usually end with a newline that is not part of the password.
   const pw = text.replace(/\r?\n$/, '');
@@ -42,10 +45,13 @@ export async function ensureFirstAdmin(cfg: Config, accounts: Accounts, log: Log
   const existing = await accounts.get(cfg.consoleUser);
   if (existing) {
     if (configured !== null && !(await verifyPassword(configured, existing.passwordHash))) {
-      log.warn('the configured console password differs from the stored one; it is only used when the account is first created, so the stored one still applies', {
-        user: existing.username,
-        reset: `node services/console/src/reset-password.ts ${existing.username}`,
-      });
+      log.warn(
+        'the configured console password differs from the stored one; it is only used when the account is first created, so the stored one still applies',
+        {
+          user: existing.username,
+          reset: `node services/console/src/reset-password.ts ${existing.username}`,
+        },
+      );
     }
     return;
   }

@@ -24,7 +24,8 @@ import { readMachineFilter } from './machine-filter.ts';
 import { loadMachines } from './machines-data.ts';
 
 export function machineId(text: string | undefined): number {
-  if (!text || !/^\d{1,12}$/.test(text)) throw new PageError(404, 'Machine not found', `There is no machine "${text ?? ''}". It may have been deleted; see the list of machines.`);
+  if (!text || !/^\d{1,12}$/.test(text))
+    throw new PageError(404, 'Machine not found', `There is no machine "${text ?? ''}". It may have been deleted; see the list of machines.`);
   return Number(text);
 }
 
@@ -42,7 +43,8 @@ export function machinesRoutes(router: Router, d: NetworkDeps): void {
     try {
       node = await d.admin.getNode(who, id);
     } catch (e) {
-      if (e instanceof AdminError && e.status === 404) throw new PageError(404, 'Machine not found', `There is no machine with id ${id}. It may have been deleted; see the list of machines.`);
+      if (e instanceof AdminError && e.status === 404)
+        throw new PageError(404, 'Machine not found', `There is no machine with id ${id}. It may have been deleted; see the list of machines.`);
       throw e;
     }
     const users = await d.admin.listUsers(who);

@@ -64,7 +64,8 @@ function renderer(ctx: Context, d: NetworkDeps): { render: Render; relevant: (e:
 
 export function machinesStreamRoute(router: Router, d: NetworkDeps): void {
   router.get('/console/machines/stream', d.gate, async (ctx) => {
-    if (openStreams.size >= MAX_STREAMS) throw new PageError(503, 'Too many live views', 'Too many live views are open on this console; close some tabs and retry.');
+    if (openStreams.size >= MAX_STREAMS)
+      throw new PageError(503, 'Too many live views', 'Too many live views are open on this console; close some tabs and retry.');
     const { render, relevant } = renderer(ctx, d);
     const sid = sessionId(ctx);
 

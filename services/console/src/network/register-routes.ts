@@ -63,7 +63,10 @@ export function registerRoutes(router: Router, d: NetworkDeps): void {
         if (!AUTH_ID_RE.test(authId)) throw new AdminError(404, 'this login request is unknown or expired; run tailscale up again on the device');
         const user = await chosenUser(d.admin, actorOf(ctx), form);
         const n = await d.admin.approve(actorOf(ctx), authId, user.ref);
-        return { text: `Approved: ${n.givenName} joined for user ${n.user}${user.created ? ' (new user)' : ''} with address ${n.ipv4}.`, to: back(form, authId) };
+        return {
+          text: `Approved: ${n.givenName} joined for user ${n.user}${user.created ? ' (new user)' : ''} with address ${n.ipv4}.`,
+          to: back(form, authId),
+        };
       },
       (message) => show(ctx, authId, message),
     );

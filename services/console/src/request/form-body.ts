@@ -16,7 +16,10 @@ export class FormError extends Error {
 
 /** Reads and parses the body. Throws FormError 415 (not a form), 413 (too large) or 400 (aborted). */
 export async function readForm(req: IncomingMessage, limit = FORM_LIMIT_BYTES): Promise<URLSearchParams> {
-  const type = String(req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+  const type = String(req.headers['content-type'] ?? '')
+    .split(';')[0]
+    .trim()
+    .toLowerCase();
   if (type !== 'application/x-www-form-urlencoded') {
     req.resume();
     throw new FormError(415, 'This address takes an HTML form (application/x-www-form-urlencoded).');

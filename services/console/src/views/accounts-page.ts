@@ -40,7 +40,13 @@ function accountRow(a: Account, v: AccountsView): Html {
             : html`${
                 a.disabled
                   ? html`<form method="post" action="${path}/enable" class="inline-form">${csrfField(v.viewer)}<button type="submit" class="button subtle">Enable</button></form>`
-                  : confirmAction({ viewer: v.viewer, action: `${path}/disable`, label: 'Disable…', question: html`Disable <strong>${a.username}</strong>? Their sessions end now and they cannot sign in until enabled again.`, confirmLabel: 'Disable account' })
+                  : confirmAction({
+                      viewer: v.viewer,
+                      action: `${path}/disable`,
+                      label: 'Disable…',
+                      question: html`Disable <strong>${a.username}</strong>? Their sessions end now and they cannot sign in until enabled again.`,
+                      confirmLabel: 'Disable account',
+                    })
               }
     ${confirmAction({ viewer: v.viewer, action: `${path}/reset-password`, label: 'Reset password…', question: html`Give <strong>${a.username}</strong> a new generated password? Their sessions end; you see the new password once and pass it on.`, confirmLabel: 'Reset password', tone: 'plain' })}
     ${confirmAction({ viewer: v.viewer, action: `${path}/delete`, label: 'Delete…', question: html`Delete the account <strong>${a.username}</strong>? Their sessions end. Their entries in Logs stay.`, confirmLabel: 'Delete account' })}`

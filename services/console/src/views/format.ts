@@ -61,7 +61,19 @@ function text(h: Hostinfo, k: string): string {
   return typeof v === 'string' ? v.trim() : '';
 }
 
-const OS_NAMES: Record<string, string> = { linux: 'Linux', windows: 'Windows', macos: 'macOS', darwin: 'macOS', ios: 'iOS', android: 'Android', freebsd: 'FreeBSD', openbsd: 'OpenBSD', illumos: 'illumos', plan9: 'Plan 9', js: 'Browser' };
+const OS_NAMES: Record<string, string> = {
+  linux: 'Linux',
+  windows: 'Windows',
+  macos: 'macOS',
+  darwin: 'macOS',
+  ios: 'iOS',
+  android: 'Android',
+  freebsd: 'FreeBSD',
+  openbsd: 'OpenBSD',
+  illumos: 'illumos',
+  plan9: 'Plan 9',
+  js: 'Browser',
+};
 
 /** "Linux · Debian 12", "macOS 14.5", "Windows 11 (10.0.22631)"; "" when the client has not said. */
 export function osLabel(h: Hostinfo): string {

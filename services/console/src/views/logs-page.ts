@@ -8,7 +8,16 @@ import { html, type Html } from './html.ts';
 import { page, type Viewer } from './layout.ts';
 
 /** Actions the console knows by name, offered as suggestions in the action filter (any text is accepted). */
-export const KNOWN_ACTIONS = ['console.*', 'console.signin', 'console.signin_failed', 'console.signin_ratelimited', 'console.signout', 'node.*', 'user.*', 'authkey.*'];
+export const KNOWN_ACTIONS = [
+  'console.*',
+  'console.signin',
+  'console.signin_failed',
+  'console.signin_ratelimited',
+  'console.signout',
+  'node.*',
+  'user.*',
+  'authkey.*',
+];
 
 /** A class for the action badge: failures stand out, sign-ins are calm. */
 export function actionTone(action: string): string {
@@ -78,7 +87,9 @@ export function logsPage(v: LogsView): string {
   const { entries, older, newer, partial, tailFrom } = v.result;
   const streamParams = new URLSearchParams(params);
   if (tailFrom !== null) streamParams.set('after', tailFrom);
-  const emptyText = v.filtered ? 'No entries match these filters.' : 'No activity yet. Sign-ins, sign-outs and every change made in the console or with the hse CLI will appear here.';
+  const emptyText = v.filtered
+    ? 'No entries match these filters.'
+    : 'No activity yet. Sign-ins, sign-outs and every change made in the console or with the hse CLI will appear here.';
   return page({
     title: 'Logs',
     viewer: v.viewer,
@@ -90,8 +101,12 @@ export function logsPage(v: LogsView): string {
     <p class="muted">Who did what, from which address. Times are UTC; newest first.</p>
   </div>
   <div class="head-actions">
-    ${v.newest ? html`<span class="live" id="live-status" data-state="connecting" role="status" aria-live="polite"><span class="dot" aria-hidden="true"></span><span class="label">Connecting…</span></span>
-    <button type="button" class="button subtle" id="live-toggle" hidden>Pause</button>` : html`<span class="live" data-state="off"><span class="dot" aria-hidden="true"></span><span class="label">Live tail on the newest page</span></span>`}
+    ${
+      v.newest
+        ? html`<span class="live" id="live-status" data-state="connecting" role="status" aria-live="polite"><span class="dot" aria-hidden="true"></span><span class="label">Connecting…</span></span>
+    <button type="button" class="button subtle" id="live-toggle" hidden>Pause</button>`
+        : html`<span class="live" data-state="off"><span class="dot" aria-hidden="true"></span><span class="label">Live tail on the newest page</span></span>`
+    }
     <a class="button subtle" href="/console/logs/export.csv${exportQuery}" download>Export CSV</a>
     <a class="button subtle" href="/console/logs/export.json${exportQuery}" download>Export JSON</a>
   </div>

@@ -56,7 +56,15 @@ export function emptyState(o: { title: string; body: Html | string; action?: Htm
  * A destructive action behind a disclosure: the summary is the button, the confirmation text and the real submit
  * button open under it.
  */
-export function confirmAction(o: { viewer: Viewer; action: string; label: string; question: Html | string; confirmLabel: string; tone?: 'danger' | 'plain'; hidden?: Record<string, string> }): Html {
+export function confirmAction(o: {
+  viewer: Viewer;
+  action: string;
+  label: string;
+  question: Html | string;
+  confirmLabel: string;
+  tone?: 'danger' | 'plain';
+  hidden?: Record<string, string>;
+}): Html {
   return html`<details class="confirm ${o.tone ?? 'danger'}">
   <summary class="button subtle${o.tone === 'plain' ? '' : ' danger'}">${o.label}</summary>
   <form method="post" action="${o.action}" class="confirm-body">

@@ -42,7 +42,8 @@ function device(p: PendingAuth): Html {
 function decide(v: RegisterView): Html {
   if (v.viewer.role !== 'admin') return readOnlyNote('this request');
   const p = v.pending;
-  const suggested = v.users.length === 0 ? (/^[a-z0-9][a-z0-9._@-]{0,62}$/.test(v.viewer.username.toLowerCase()) ? v.viewer.username.toLowerCase() : '') : undefined;
+  const suggested =
+    v.users.length === 0 ? (/^[a-z0-9][a-z0-9._@-]{0,62}$/.test(v.viewer.username.toLowerCase()) ? v.viewer.username.toLowerCase() : '') : undefined;
   return html`<form method="post" action="/console/register/${p.authId}/approve" class="stack" id="approve-form">
     ${csrfField(v.viewer)}
     ${userPicker(v.users, { idPrefix: 'approve', suggested })}

@@ -61,14 +61,20 @@ function sendText(res: Http2ServerResponse, status: number, text: string): void 
 
 /** Errors ioredis raises while Redis is unreachable (connection refused, retries exhausted, offline queue off). */
 export function isStoreDown(e: Error): boolean {
-  return (
-    e.name === 'MaxRetriesPerRequestError' ||
-    /ECONNREFUSED|ENOENT|Connection is closed|Stream isn't writeable|connect ETIMEDOUT/.test(e.message)
-  );
+  return e.name === 'MaxRetriesPerRequestError' || /ECONNREFUSED|ENOENT|Connection is closed|Stream isn't writeable|connect ETIMEDOUT/.test(e.message);
 }
 
 /** Endpoints newer clients call that this server does not offer; 501 tells them so without an error loop. */
-const NOT_IMPLEMENTED = new Set(['/machine/set-dns', '/machine/update-health', '/machine/audit-log', '/machine/id-token', '/machine/feature/query', '/machine/c2n', '/machine/whoami', '/machine/set-device-attr']);
+const NOT_IMPLEMENTED = new Set([
+  '/machine/set-dns',
+  '/machine/update-health',
+  '/machine/audit-log',
+  '/machine/id-token',
+  '/machine/feature/query',
+  '/machine/c2n',
+  '/machine/whoami',
+  '/machine/set-device-attr',
+]);
 
 export function serveControlConnection(conn: Duplex, info: ConnInfo, deps: ControlDeps): void {
   const log = deps.log;

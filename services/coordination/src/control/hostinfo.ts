@@ -15,7 +15,10 @@ const str: Check = (v) => typeof v === 'string';
 const bool: Check = (v) => typeof v === 'boolean';
 /** opt.Bool accepts only true, false and null on the wire. */
 const optBool: Check = (v) => typeof v === 'boolean' || v === null;
-const int = (min: number, max: number): Check => (v) => typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max;
+const int =
+  (min: number, max: number): Check =>
+  (v) =>
+    typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max;
 const num: Check = (v) => typeof v === 'number' && Number.isFinite(v);
 const strings: Check = (v) => Array.isArray(v) && v.length <= 1024 && v.every((x) => typeof x === 'string');
 const prefixes: Check = (v) => Array.isArray(v) && v.length <= 1024 && v.every((x) => typeof x === 'string' && isPrefix(x));
@@ -58,7 +61,15 @@ const NET_INFO: Record<string, Check> = {
   FirewallMode: str,
 };
 const SERVICE: Record<string, Check> = { Proto: str, Port: int(0, 65535), Description: str };
-const LOCATION: Record<string, Check> = { Country: str, CountryCode: str, City: str, CityCode: str, Latitude: num, Longitude: num, Priority: int(-(2 ** 31), 2 ** 31 - 1) };
+const LOCATION: Record<string, Check> = {
+  Country: str,
+  CountryCode: str,
+  City: str,
+  CityCode: str,
+  Latitude: num,
+  Longitude: num,
+  Priority: int(-(2 ** 31), 2 ** 31 - 1),
+};
 
 const HOSTINFO: Record<string, Check> = {
   IPNVersion: str,
@@ -108,7 +119,10 @@ export function cleanHostinfo(v: unknown): Hostinfo | null {
   const out: Hostinfo = pick(v, HOSTINFO);
   if (isObject(v.NetInfo)) out.NetInfo = pick(v.NetInfo, NET_INFO);
   if (isObject(v.Location)) out.Location = pick(v.Location, LOCATION);
-  if (Array.isArray(v.Services)) out.Services = v.Services.filter(isObject).slice(0, 1024).map((s) => pick(s, SERVICE));
+  if (Array.isArray(v.Services))
+    out.Services = v.Services.filter(isObject)
+      .slice(0, 1024)
+      .map((s) => pick(s, SERVICE));
   return out;
 }
 

@@ -65,7 +65,7 @@ export async function handleMap(
   res: Http2ServerResponse,
 ): Promise<void> {
   if (typeof req !== 'object' || req === null) throw new MapRequestError(400, 'map request must be a JSON object');
-  if (!isCapVersion(req.Version)) throw new MapRequestError(400, 'Version must be the client\'s capability version (a whole number)');
+  if (!isCapVersion(req.Version)) throw new MapRequestError(400, "Version must be the client's capability version (a whole number)");
   if (req.Version < MIN_CAP_VERSION) {
     throw new MapRequestError(400, `client too old (capability version ${req.Version}); this server needs ${MIN_CAP_VERSION} or newer`);
   }
@@ -80,10 +80,15 @@ export async function handleMap(
   let current = node;
   const { change } = applyRequest(node, req);
   if (change !== 'none') {
-    current = (await deps.store.updateNode(node.id, (n) => {
-      const r = applyRequest(n, req);
-      return r.change === 'none' ? null : r.next;
-    }, change === 'full')) ?? node;
+    current =
+      (await deps.store.updateNode(
+        node.id,
+        (n) => {
+          const r = applyRequest(n, req);
+          return r.change === 'none' ? null : r.next;
+        },
+        change === 'full',
+      )) ?? node;
   }
   if (!req.Stream) {
     res.writeHead(200, { 'content-type': 'application/octet-stream' });

@@ -96,7 +96,7 @@ export class Registrar {
     // Hostinfo is stored and shown to every peer: only what their clients can decode (hostinfo.ts).
     const call: RegisterCall = { ...raw, req: { ...raw.req, Hostinfo: cleanHostinfo(raw.req.Hostinfo) } };
     const { req, machineKey, clientIp } = call;
-    if (!isCapVersion(req.Version)) throw new RegisterError(400, 'Version must be the client\'s capability version (a whole number)');
+    if (!isCapVersion(req.Version)) throw new RegisterError(400, "Version must be the client's capability version (a whole number)");
     if (req.Version < MIN_CAP_VERSION) {
       throw new RegisterError(400, `client too old (capability version ${req.Version}); this server needs ${MIN_CAP_VERSION} (Tailscale 1.80) or newer`);
     }
@@ -207,7 +207,9 @@ export class Registrar {
    * Creates the node, or — for a machine registered before (re-login after logout or expiry) — gives the existing
    * node its new key and owner while keeping its id, addresses and name.
    */
-  async upsertNode(f: Pick<NodeRecord, 'machineKey' | 'nodeKey' | 'userId' | 'hostinfo' | 'hostname' | 'expiry' | 'ephemeral' | 'authKeyId' | 'registeredBy'>): Promise<NodeRecord> {
+  async upsertNode(
+    f: Pick<NodeRecord, 'machineKey' | 'nodeKey' | 'userId' | 'hostinfo' | 'hostname' | 'expiry' | 'ephemeral' | 'authKeyId' | 'registeredBy'>,
+  ): Promise<NodeRecord> {
     const existing = await this.d.store.getNodeByMachineKey(f.machineKey);
     if (existing) {
       const n = await this.d.store.updateNode(existing.id, (x) => ({ ...x, ...f }), true);

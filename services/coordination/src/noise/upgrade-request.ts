@@ -12,9 +12,7 @@ export const HANDSHAKE_HEADER = 'x-tailscale-handshake';
 /** Query parameter name of the websocket variant; Go form keys are case-sensitive, so exactly this. */
 export const HANDSHAKE_PARAM = 'X-Tailscale-Handshake';
 
-export type UpgradeRequest =
-  | { kind: 'native'; initiation: Buffer; upgrade: string }
-  | { kind: 'websocket'; initiation: Buffer; accept: string };
+export type UpgradeRequest = { kind: 'native'; initiation: Buffer; upgrade: string } | { kind: 'websocket'; initiation: Buffer; accept: string };
 
 export class UpgradeRefused extends Error {
   readonly status: number;
@@ -26,7 +24,7 @@ export class UpgradeRefused extends Error {
 
 function header(req: IncomingMessage, name: string): string {
   const v = req.headers[name];
-  return (Array.isArray(v) ? v[0] : v ?? '').trim();
+  return (Array.isArray(v) ? v[0] : (v ?? '')).trim();
 }
 
 /** Standard base64 with padding, strictly: Buffer.from(..., 'base64') alone would accept junk. */
@@ -42,7 +40,8 @@ export { websocketAccept };
 export function readUpgradeRequest(req: IncomingMessage): UpgradeRequest {
   const upgrade = header(req, 'upgrade');
   const next = upgrade.toLowerCase();
-  if (next === '') throw new UpgradeRefused(400, 'missing Upgrade header: /ts2021 must be an HTTP upgrade; check that your proxy passes Upgrade and Connection');
+  if (next === '')
+    throw new UpgradeRefused(400, 'missing Upgrade header: /ts2021 must be an HTTP upgrade; check that your proxy passes Upgrade and Connection');
   if (next === 'websocket') return readWebsocket(req);
   if (next !== UPGRADE_TOKEN) throw new UpgradeRefused(400, `unknown next protocol; want Upgrade: ${UPGRADE_TOKEN}`);
   if (req.method !== 'POST' && req.method !== 'GET') throw new UpgradeRefused(405, 'use POST');

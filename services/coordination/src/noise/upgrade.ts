@@ -161,7 +161,12 @@ export function handleControlUpgrade(req: IncomingMessage, socket: Duplex, head:
   if (socket instanceof net.Socket) socket.setNoDelay(true);
 
   const info: ControlConnInfo = { machineKey: hs.machineKey, capVersion: hs.capVersion, clientIp };
-  log.debug('control connection established', { ip: clientIp, capver: hs.capVersion, machine: redact(formatKey('mkey', hs.machineKey), 20), transport: upgrade.kind });
+  log.debug('control connection established', {
+    ip: clientIp,
+    capver: hs.capVersion,
+    machine: redact(formatKey('mkey', hs.machineKey), 20),
+    transport: upgrade.kind,
+  });
   try {
     opts.onConnection(conn, info);
   } catch (e) {

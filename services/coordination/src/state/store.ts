@@ -209,7 +209,17 @@ export class Store {
       created: new Date().toISOString(),
       lastSeen: null,
     };
-    const written = await this.redis.eval(WRITE_NODE_IF_OWNER_LUA, 3, K.users, K.nodes, K.nodeByNodeKey, String(node.userId), String(id), JSON.stringify(node), node.nodeKey);
+    const written = await this.redis.eval(
+      WRITE_NODE_IF_OWNER_LUA,
+      3,
+      K.users,
+      K.nodes,
+      K.nodeByNodeKey,
+      String(node.userId),
+      String(id),
+      JSON.stringify(node),
+      node.nodeKey,
+    );
     if (written !== 1) {
       await this.redis.multi().hdel(K.nodeByMachineKey, node.machineKey).hdel(K.nodeByIPv4, ipv4).hdel(K.nodeByName, givenName).exec();
       throw new StateError(409, `no user with id ${node.userId} (it was deleted); ask an administrator for a new key`);
@@ -291,7 +301,13 @@ export class Store {
 
   // ---- pre-auth keys -----------------------------------------------------------------------------------------
 
-  async createPreAuthKey(opts: { userId: number; reusable: boolean; ephemeral: boolean; expiration: Date; createdBy: string }): Promise<{ key: string; record: PreAuthKeyRecord }> {
+  async createPreAuthKey(opts: {
+    userId: number;
+    reusable: boolean;
+    ephemeral: boolean;
+    expiration: Date;
+    createdBy: string;
+  }): Promise<{ key: string; record: PreAuthKeyRecord }> {
     if (!(await this.getUser(opts.userId))) throw new StateError(404, `no user with id ${opts.userId}`);
     const id = await this.redis.incr(K.authKeySeq);
     const prefix = `hse-auth-${crypto.randomBytes(6).toString('hex')}`;
@@ -344,7 +360,8 @@ export class Store {
     const record = id === null ? null : await this.getPreAuthKey(Number(id));
     if (!record || !timingSafeEqualHex(record.hash, sha256(key))) throw new StateError(401, 'invalid pre-auth key');
     if (Date.parse(record.expiration) <= Date.now()) throw new StateError(401, 'pre-auth key expired; ask an administrator for a new one');
-    if (!(await this.getUser(record.userId))) throw new StateError(401, 'the user this pre-auth key belongs to was deleted; ask an administrator for a new key');
+    if (!(await this.getUser(record.userId)))
+      throw new StateError(401, 'the user this pre-auth key belongs to was deleted; ask an administrator for a new key');
     if (record.reusable) return record;
     // HSETNX is the atomic "first one wins" that makes a single-use key register exactly one device.
     if ((await this.redis.hsetnx(AUTHKEY_USED, String(record.id), new Date().toISOString())) === 0) {
@@ -376,7 +393,10 @@ export class Store {
     const ids = await this.redis.zrange(PENDING_INDEX, 0, -1);
     if (ids.length === 0) return [];
     const vals = await this.redis.mget(ids.map(pendingKey));
-    return vals.filter((v): v is string => v !== null).map((v) => JSON.parse(v) as PendingAuth).filter((p) => p.status === 'pending');
+    return vals
+      .filter((v): v is string => v !== null)
+      .map((v) => JSON.parse(v) as PendingAuth)
+      .filter((p) => p.status === 'pending');
   }
 
   async decidePending(p: PendingAuth): Promise<void> {
