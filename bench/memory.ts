@@ -1,5 +1,5 @@
 // Memory at rest: the whole image idle after start, run exactly as the container's entrypoint runs it
-// (compile cache warmed as the image build does, then pm2-runtime start ecosystem.config.cjs, the pinned Node,
+// (compile cache warmed as the image build does, then pm2-runtime start ecosystem.config.js, the pinned Node,
 // NODE_ENV=production, the embedded Redis), on loopback
 // with a fresh data dir; every process under the supervisor read from /proc after --settle seconds of idling.
 // Beside it, measured the same way here: headscale (SQLite) and Caddy reverse-proxying to it, two of the three
@@ -77,7 +77,7 @@ async function measureImage(): Promise<{ rows: [string, ProcMem][]; version: str
   // As the image build does (image-setup.sh cache): every process then starts with its TypeScript already stripped.
   const warm = spawnSync(NODE, [path.join(ROOT, 'deploy/warm-compile-cache.cjs')], { env, cwd: ROOT, encoding: 'utf8' });
   if (warm.status !== 0) throw new Error(`warm-compile-cache failed:\n${warm.stderr}${warm.stdout}`);
-  const sup = startServer('pm2-runtime', NODE, [path.join(ROOT, 'node_modules/pm2/bin/pm2-runtime'), 'start', path.join(ROOT, 'ecosystem.config.cjs')], {
+  const sup = startServer('pm2-runtime', NODE, [path.join(ROOT, 'node_modules/pm2/bin/pm2-runtime'), 'start', path.join(ROOT, 'ecosystem.config.js')], {
     env,
     cwd: ROOT,
   });

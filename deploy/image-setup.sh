@@ -58,7 +58,7 @@ phase_verify() {
   command -v redis-server >/dev/null || problem "redis-server is not installed (Debian: apt-get install redis-server), needed unless HSE_REDIS_URL points at an external Redis"
   [[ -f node_modules/pm2/bin/pm2-runtime ]] || problem "pm2 is missing from node_modules; run \`npm ci\`"
   local f
-  for f in ecosystem.config.cjs router/src/main.ts services/coordination/src/main.ts services/console/src/main.ts \
+  for f in ecosystem.config.js router/src/main.ts services/coordination/src/main.ts services/console/src/main.ts \
     services/relay/src/main.ts services/redis/run.sh bin/hse deploy/entrypoint.sh deploy/healthcheck.sh; do
     [[ -f "$f" ]] || problem "$f is missing from the image tree"
   done

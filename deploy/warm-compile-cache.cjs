@@ -1,4 +1,4 @@
-// Fills Node's compile cache (NODE_COMPILE_CACHE, chosen in ecosystem.config.cjs) for every process the supervisor
+// Fills Node's compile cache (NODE_COMPILE_CACHE, chosen in ecosystem.config.js) for every process the supervisor
 // runs, so that they start without loading the TypeScript stripper (see the note there). Run at image build time
 // (image-setup.sh cache), after the sources are in place and at the path they will run from: the cache is keyed by
 // file path and content.
@@ -15,7 +15,7 @@ const { spawnSync } = require('node:child_process');
 const path = require('node:path');
 
 const root = path.resolve(__dirname, '..');
-const { apps } = require(path.join(root, 'ecosystem.config.cjs'));
+const { apps } = require(path.join(root, 'ecosystem.config.js'));
 const strict = process.argv.includes('--strict');
 let failed = 0;
 for (const app of apps) {

@@ -1,6 +1,6 @@
 // The one place HSE_* settings are read and validated. Every process calls loadConfig() at start; nothing else reads
 // process.env. A refused setting is reported as one line naming the variable and the reason, and the process exits
-// with status 2, which the supervisor (ecosystem.config.cjs, stop_exit_codes) treats as "do not restart".
+// with status 2, which the supervisor (ecosystem.config.js, stop_exit_codes) treats as "do not restart".
 import path from 'node:path';
 import ipaddr from 'ipaddr.js';
 import { familiesCoveredTogether, TrustedProxies, TrustedProxyError, parseEntry, splitList, type TrustedRange } from './trusted-proxies.ts';

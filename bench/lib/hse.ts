@@ -1,4 +1,4 @@
-// Our image for a benchmark, started the way the container runs it (ecosystem.config.cjs) minus the supervisor:
+// Our image for a benchmark, started the way the container runs it (ecosystem.config.js) minus the supervisor:
 // the embedded Redis (services/redis/run.sh) with its own redis.conf (AOF, appendfsync always — what operators get, not the test
 // harness's throwaway Redis), then the services and the router, each a real process of the pinned Node 24 on a
 // temp HSE_DATA_DIR, on loopback. bench/memory.ts runs the real pm2-runtime instead, since there the supervisor

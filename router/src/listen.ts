@@ -1,6 +1,6 @@
 // Binding a server the router is attached to, with the exit status the supervisor needs: a failure the operator must
 // fix (no permission for the port, an address this host does not have) exits 2 so pm2 leaves it stopped
-// (ecosystem.config.cjs, stop_exit_codes); a port still held by another process exits 1 and is retried with backoff.
+// (ecosystem.config.js, stop_exit_codes); a port still held by another process exits 1 and is retried with backoff.
 import type http from 'node:http';
 import type { Logger } from '../../shared/log.ts';
 

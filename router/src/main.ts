@@ -12,7 +12,7 @@ import { createRouter } from './router.ts';
 import { routerServerOptions } from './server-options.ts';
 import { startTlsMode, type TlsMode } from './tls/tls-mode.ts';
 
-/** In-flight requests get this long after SIGTERM; pm2's kill_timeout (ecosystem.config.cjs) is longer. */
+/** In-flight requests get this long after SIGTERM; pm2's kill_timeout (ecosystem.config.js) is longer. */
 const DRAIN_DEADLINE_MS = 10_000;
 
 const cfg = loadConfig('router');

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The embedded Redis as the supervisor runs it (ecosystem.config.cjs, only when HSE_REDIS_URL is unset): a short Node
+# The embedded Redis as the supervisor runs it (ecosystem.config.js, only when HSE_REDIS_URL is unset): a short Node
 # step (src/prepare.ts) checks the settings and writes redis.conf, then this shell replaces itself with redis-server.
 # The supervisor's process *is* redis-server from then on: its stop signal (SIGTERM or SIGINT, both a clean shutdown
 # in Redis 7) reaches Redis directly, Redis's exit status is the app's, and no Node process stays resident for it.

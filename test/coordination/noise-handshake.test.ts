@@ -3,7 +3,8 @@
 import test from 'ava';
 import crypto from 'node:crypto';
 import { nonceFor } from '../../services/coordination/src/noise/aead.ts';
-import { MIN_CAP_VERSION, prologue, respondToInitiation } from '../../services/coordination/src/noise/handshake.ts';
+import { prologue, respondToInitiation } from '../../services/coordination/src/noise/handshake.ts';
+import { MIN_CAP_VERSION } from '../../services/coordination/src/tailcfg/capver.ts';
 import { HandshakeError, INITIATION_LEN, writeError } from '../../services/coordination/src/noise/messages.ts';
 import { hash, hkdf2, PROTOCOL_NAME } from '../../services/coordination/src/noise/symmetric.ts';
 import { dh, generatePair, pairFromPrivate, privateKeyFromRaw, rawPrivateKey } from '../../services/coordination/src/noise/x25519.ts';

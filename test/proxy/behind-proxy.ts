@@ -46,7 +46,7 @@ interface Setup {
 }
 
 /**
- * The image as the container runs it: the real pm2 with ecosystem.config.cjs and the embedded Redis, rather than
+ * The image as the container runs it: the real pm2 with ecosystem.config.js and the embedded Redis, rather than
  * the test harness's separate processes and test Redis.
  */
 async function startUnderPm2(publicUrl: string, env: Record<string, string>): Promise<ProxiedImage> {

@@ -1,4 +1,4 @@
-// kill -9 of each image process in turn under the real pm2 (ecosystem.config.cjs, embedded Redis), with simulated
+// kill -9 of each image process in turn under the real pm2 (ecosystem.config.js, embedded Redis), with simulated
 // nodes on their map streams and relay users connected: pm2 restarts the process, every client comes back by itself,
 // a node that joins afterwards reaches everyone, and no registered node, user or key is lost. A small fleet here;
 // `node test/reliability/run-faults.ts crash` runs the same with a few hundred nodes and two official clients.

@@ -1,9 +1,10 @@
-// The cleaning that keeps one node from breaking its peers' maps (services/coordination/src/control/hostinfo.ts), as
+// The cleaning that keeps one node from breaking its peers' maps (services/coordination/src/tailcfg/hostinfo.ts), as
 // properties: whatever a client sends, what is kept has the JSON type tailcfg gives each field (so a Go client can
 // decode it), cleaning twice changes nothing, and a Hostinfo as the official client sends it passes through whole.
 import test from 'ava';
 import fc from 'fast-check';
-import { cleanEndpoints, cleanHostinfo, isAddrPort, isCapVersion } from '../../services/coordination/src/control/hostinfo.ts';
+import { isCapVersion } from '../../services/coordination/src/tailcfg/capver.ts';
+import { cleanEndpoints, cleanHostinfo, isAddrPort } from '../../services/coordination/src/tailcfg/hostinfo.ts';
 
 const STRINGS = [
   'IPNVersion',

@@ -64,7 +64,7 @@ async function logMatches(name: (typeof APPS)[number], re: RegExp): Promise<void
   }
 }
 
-// pm2 must signal only the launcher (treekill: false in ecosystem.config.cjs): a second signal straight to
+// pm2 must signal only the launcher (treekill: false in ecosystem.config.js): a second signal straight to
 // redis-server makes it answer "You insist... exiting now" and exit 1 instead of shutting down cleanly.
 test.serial('stop: the embedded Redis shuts down cleanly (exit 0)', async (t) => {
   t.is((await image.app('redis')).pm2_env.exit_code, 0);
@@ -73,7 +73,7 @@ test.serial('stop: the embedded Redis shuts down cleanly (exit 0)', async (t) =>
 
 test.serial('start: every client returns by itself with the same addresses and names; nothing registered is lost', async (t) => {
   const identities = fleet.identities();
-  await image.pm2.cli('start', 'ecosystem.config.cjs');
+  await image.pm2.cli('start', 'ecosystem.config.js');
   for (const name of APPS) await image.waitListening(name, 2);
   const back = await fleet.waitStreaming(stoppedAt, 60_000);
   await waitUntil(

@@ -24,7 +24,7 @@ test('after the warm-up, every app main starts with all its TypeScript from the 
     const warm = await run(NODE, ['deploy/warm-compile-cache.cjs'], { cwd: ROOT, env });
     t.regex(warm.stdout, /5 of 5 processes cached/);
 
-    const { stdout } = await run(NODE, ['-e', "console.log(JSON.stringify(require('./ecosystem.config.cjs').apps))"], { cwd: ROOT, env });
+    const { stdout } = await run(NODE, ['-e', "console.log(JSON.stringify(require('./ecosystem.config.js').apps))"], { cwd: ROOT, env });
     const apps = JSON.parse(stdout) as App[];
     for (const a of apps) t.is(a.env.NODE_COMPILE_CACHE, cache, `${a.name} gets the cache directory`);
 

@@ -1,4 +1,4 @@
-// ecosystem.config.cjs under the real pm2: a refused configuration is left stopped (not restarted in a loop), the
+// ecosystem.config.js under the real pm2: a refused configuration is left stopped (not restarted in a loop), the
 // embedded Redis comes up as the store on its Unix socket and survives kill -9 with its data, and the process list
 // follows HSE_REDIS_URL and HSE_DERP_MODE.
 import { execFile } from 'node:child_process';
@@ -23,7 +23,7 @@ test('a refused configuration exits 2 once and is not restarted', async (t) => {
   const dataDir = tempDataDir();
   const pm2 = new Pm2({ HSE_DATA_DIR: dataDir, HSE_HTTP_PORT: '99999' });
   try {
-    await pm2.cli('start', 'ecosystem.config.cjs', '--only', 'redis,router');
+    await pm2.cli('start', 'ecosystem.config.js', '--only', 'redis,router');
     for (const name of ['router', 'redis']) {
       const a = await pm2.waitApp(name, (x) => x.pm2_env.exit_code === 2, 'exit with status 2');
       // pm2's first backoff delay is 0.5 s; after several times that a restart would long have happened.
@@ -51,7 +51,7 @@ test('pm2 runs the embedded Redis (AOF, fsync always, Unix socket only) and the 
   const socket = path.join(dataDir, 'run', 'redis.sock');
   let redis: Redis | null = null;
   try {
-    await pm2.cli('start', 'ecosystem.config.cjs', '--only', 'redis,router');
+    await pm2.cli('start', 'ecosystem.config.js', '--only', 'redis,router');
     const redisApp = await pm2.waitApp('redis', (a) => /ready to accept connections/.test(pm2.log(a)), 'the embedded Redis ready');
     await pm2.waitApp('router', (a) => /listening on/.test(pm2.log(a)), 'the router listening');
 
@@ -84,7 +84,7 @@ test('pm2 runs the embedded Redis (AOF, fsync always, Unix socket only) and the 
 });
 
 async function appNames(env: Record<string, string>): Promise<string[]> {
-  const { stdout } = await run(NODE, ['-e', "console.log(require('./ecosystem.config.cjs').apps.map((a) => a.name).join(' '))"], {
+  const { stdout } = await run(NODE, ['-e', "console.log(require('./ecosystem.config.js').apps.map((a) => a.name).join(' '))"], {
     cwd: ROOT,
     env: { PATH: process.env.PATH, ...env },
   });
@@ -98,7 +98,7 @@ test('the process list follows HSE_REDIS_URL and HSE_DERP_MODE', async (t) => {
 });
 
 test('every app runs on the pinned Node and treats exit status 2 as final', async (t) => {
-  const { stdout } = await run(NODE, ['-e', "console.log(JSON.stringify(require('./ecosystem.config.cjs').apps))"], {
+  const { stdout } = await run(NODE, ['-e', "console.log(JSON.stringify(require('./ecosystem.config.js').apps))"], {
     cwd: ROOT,
     env: { PATH: process.env.PATH },
   });

@@ -1,5 +1,5 @@
 // The whole image the way an operator runs it: the real pm2 (own PM2_HOME, test/supervisor/pm2.ts) with
-// ecosystem.config.cjs, the embedded Redis (AOF, appendfsync always), router, coordination, console and relay,
+// ecosystem.config.js, the embedded Redis (AOF, appendfsync always), router, coordination, console and relay,
 // everything on loopback under a temp HSE_DATA_DIR. Crash tests kill -9 its processes and watch pm2 bring them back.
 import fs from 'node:fs';
 import os from 'node:os';
@@ -133,7 +133,7 @@ export async function startSupervisedImage(extraEnv: Record<string, string> = {}
   };
 
   try {
-    await pm2.cli('start', 'ecosystem.config.cjs');
+    await pm2.cli('start', 'ecosystem.config.js');
     for (const name of APPS) await waitListening(name, 1, 90_000);
   } catch (e) {
     await image.destroy();

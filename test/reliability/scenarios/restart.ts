@@ -28,9 +28,9 @@ export async function runRestart(opts: { nodes: number }): Promise<string> {
     const exits = Object.fromEntries(await Promise.all(APPS.map(async (a) => [a, (await image.app(a)).pm2_env.exit_code ?? null] as const)));
     const cleanEnds = fleet.nodes.filter((n) => n.cleanEnds > 0).length;
     await sleep(2_000);
-    progress('pm2 start ecosystem.config.cjs');
+    progress('pm2 start ecosystem.config.js');
     const startedAt = Date.now();
-    await image.pm2.cli('start', 'ecosystem.config.cjs');
+    await image.pm2.cli('start', 'ecosystem.config.js');
     for (const a of APPS) await image.waitListening(a, 2, 120_000);
     const servingMs = Date.now() - startedAt;
     await fleet.waitStreaming(startedAt, 300_000);

@@ -4,13 +4,14 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import { record as recordActivity } from '../../../../shared/activity.ts';
 import type { Config } from '../../../../shared/config.ts';
+import { HseError } from '../../../../shared/errors.ts';
 import type { Logger } from '../../../../shared/log.ts';
 import type { NodeRecord, NodeView, PreAuthKeyRecord, PreAuthKeyView, UserRecord } from '../../../../shared/model.ts';
 import type { MapHub } from '../control/map-hub.ts';
 import type { Registrar } from '../control/register.ts';
 import { fqdn, isExpired } from '../map/map-builder.ts';
 import { invalidLabelReason } from '../state/names.ts';
-import { StateError, type Store } from '../state/store.ts';
+import type { Store } from '../state/store.ts';
 import type { Tailnet } from '../state/tailnet.ts';
 
 export interface AdminDeps {
@@ -38,7 +39,7 @@ async function readBody(req: IncomingMessage): Promise<Record<string, unknown>> 
   let n = 0;
   for await (const c of req as AsyncIterable<Buffer>) {
     n += c.length;
-    if (n > MAX_BODY) throw new StateError(413, 'request body too large');
+    if (n > MAX_BODY) throw new HseError(413, 'request body too large');
     chunks.push(c);
   }
   if (n === 0) return {};
@@ -47,18 +48,18 @@ async function readBody(req: IncomingMessage): Promise<Record<string, unknown>> 
     if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Error();
     return v as Record<string, unknown>;
   } catch {
-    throw new StateError(400, 'request body must be a JSON object');
+    throw new HseError(400, 'request body must be a JSON object');
   }
 }
 
 function str(b: Record<string, unknown>, k: string): string {
   const v = b[k];
-  if (typeof v !== 'string' || v.trim() === '') throw new StateError(400, `"${k}" is required`);
+  if (typeof v !== 'string' || v.trim() === '') throw new HseError(400, `"${k}" is required`);
   return v.trim();
 }
 
 function id(s: string): number {
-  if (!/^\d{1,12}$/.test(s)) throw new StateError(400, `"${s}" is not an id`);
+  if (!/^\d{1,12}$/.test(s)) throw new HseError(400, `"${s}" is not an id`);
   return Number(s);
 }
 
@@ -81,14 +82,14 @@ export function createAdminServer(d: AdminDeps): http.Server {
   /** Accepts a user id or name. */
   const findUser = async (ref: unknown): Promise<UserRecord> => {
     const s = String(ref ?? '').trim();
-    if (s === '') throw new StateError(400, '"user" is required');
+    if (s === '') throw new HseError(400, '"user" is required');
     const u = /^\d+$/.test(s) ? await d.store.getUser(Number(s)) : await d.store.getUserByName(s);
-    if (!u) throw new StateError(404, `no user "${s}"`);
+    if (!u) throw new HseError(404, `no user "${s}"`);
     return u;
   };
   const mustNode = async (s: string): Promise<NodeRecord> => {
     const n = await d.store.getNode(id(s));
-    if (!n) throw new StateError(404, `no machine with id ${s}`);
+    if (!n) throw new HseError(404, `no machine with id ${s}`);
     return n;
   };
 
@@ -123,7 +124,7 @@ export function createAdminServer(d: AdminDeps): http.Server {
       const u = await findUser(c.body.user);
       const seconds = c.body.expiresInSeconds === undefined ? 3600 : Number(c.body.expiresInSeconds);
       if (!Number.isFinite(seconds) || seconds < 60 || seconds > 365 * 86400) {
-        throw new StateError(400, '"expiresInSeconds" must be between 60 and 31536000 (one year)');
+        throw new HseError(400, '"expiresInSeconds" must be between 60 and 31536000 (one year)');
       }
       const { key, record } = await d.store.createPreAuthKey({
         userId: u.id,
@@ -146,7 +147,7 @@ export function createAdminServer(d: AdminDeps): http.Server {
     'POST /v1/nodes/:id/rename': async (c) => {
       const name = str(c.body, 'name').toLowerCase();
       const reason = invalidLabelReason(name);
-      if (reason) throw new StateError(400, reason);
+      if (reason) throw new HseError(400, reason);
       const before = await mustNode(c.params[0]);
       const n = await d.store.renameNode(before.id, name);
       await log(c, 'node.rename', n.givenName, { from: before.givenName, to: n.givenName });
@@ -174,7 +175,7 @@ export function createAdminServer(d: AdminDeps): http.Server {
     'GET /v1/pending': async () => d.store.listPending(),
     'GET /v1/pending/:id': async (c) => {
       const p = await d.store.getPending(c.params[0]);
-      if (!p) throw new StateError(404, 'this login request is unknown or expired; run tailscale up again on the device');
+      if (!p) throw new HseError(404, 'this login request is unknown or expired; run tailscale up again on the device');
       return p;
     },
     'POST /v1/pending/:id/approve': async (c) => {
@@ -213,7 +214,7 @@ export function createAdminServer(d: AdminDeps): http.Server {
       .then((body) => match.r.h({ params: match.m!.slice(1).map(decodeURIComponent), body, actor, ip }))
       .then((out) => send(res, 200, out))
       .catch((e: Error) => {
-        const status = e instanceof StateError ? e.status : 500;
+        const status = e instanceof HseError ? e.status : 500;
         if (status >= 500) d.log.error('admin request failed', { route: `${req.method} ${path}`, error: e.message });
         send(res, status, { error: status >= 500 ? 'internal error; see the coordination log' : e.message });
       });

@@ -3,12 +3,13 @@
 // machine key proven by the handshake is bound to every request on this connection.
 import http2, { type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
 import type { Duplex } from 'node:stream';
+import { HseError, isStoreDown, statusOf } from '../../../../shared/errors.ts';
 import type { Logger } from '../../../../shared/log.ts';
 import type { Store } from '../state/store.ts';
-import { handleMap, MapRequestError } from './map-handler.ts';
+import { handleMap } from './map-handler.ts';
 import type { MapHub } from './map-hub.ts';
-import { RegisterError, type Registrar } from './register.ts';
-import type { MapRequest, RegisterRequest } from './tailcfg.ts';
+import type { Registrar } from './register.ts';
+import type { MapRequest, RegisterRequest } from '../tailcfg/tailcfg.ts';
 
 /** No legitimate register or map request comes near this; it bounds what an unauthenticated peer can make us hold. */
 const BODY_LIMIT = 1024 * 1024;
@@ -27,26 +28,18 @@ export interface ConnInfo {
   clientIp: string;
 }
 
-class HttpError extends Error {
-  readonly status: number;
-  constructor(status: number, message: string) {
-    super(message);
-    this.status = status;
-  }
-}
-
 async function readJson(req: Http2ServerRequest): Promise<unknown> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size > BODY_LIMIT) throw new HttpError(413, `request body over ${BODY_LIMIT} bytes`);
+    if (size > BODY_LIMIT) throw new HseError(413, `request body over ${BODY_LIMIT} bytes`);
     chunks.push(chunk);
   }
   try {
     return JSON.parse(Buffer.concat(chunks).toString('utf8'));
   } catch {
-    throw new HttpError(400, 'request body is not valid JSON');
+    throw new HseError(400, 'request body is not valid JSON');
   }
 }
 
@@ -57,11 +50,6 @@ function sendText(res: Http2ServerResponse, status: number, text: string): void 
   }
   res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8' });
   res.end(`${text}\n`);
-}
-
-/** Errors ioredis raises while Redis is unreachable (connection refused, retries exhausted, offline queue off). */
-export function isStoreDown(e: Error): boolean {
-  return e.name === 'MaxRetriesPerRequestError' || /ECONNREFUSED|ENOENT|Connection is closed|Stream isn't writeable|connect ETIMEDOUT/.test(e.message);
 }
 
 /** Endpoints newer clients call that this server does not offer; 501 tells them so without an error loop. */
@@ -86,7 +74,9 @@ export function serveControlConnection(conn: Duplex, info: ConnInfo, deps: Contr
         sendText(res, 503, 'the coordination store is temporarily unavailable; retrying shortly is safe');
         return;
       }
-      const status = e instanceof HttpError || e instanceof RegisterError || e instanceof MapRequestError ? e.status : 500;
+      // The one place a control request's failure becomes an answer: an HseError's status and message are the
+      // client's (the client prints them); anything else is a bug, logged here and answered without detail.
+      const status = statusOf(e);
       if (status >= 500) log.error('control request failed', { path: req.url, error: e.message, ip: info.clientIp });
       else log.info('control request refused', { path: req.url, status, reason: e.message, ip: info.clientIp });
       sendText(res, status, status >= 500 ? 'internal error; see the coordination log' : e.message);
@@ -96,7 +86,7 @@ export function serveControlConnection(conn: Duplex, info: ConnInfo, deps: Contr
   async function route(req: Http2ServerRequest, res: Http2ServerResponse): Promise<void> {
     const path = (req.url ?? '').split('?')[0];
     if (path === '/machine/register') {
-      if (req.method !== 'POST') throw new HttpError(405, 'use POST');
+      if (req.method !== 'POST') throw new HseError(405, 'use POST');
       const body = (await readJson(req)) as RegisterRequest;
       const abort = new AbortController();
       res.on('close', () => abort.abort());
@@ -107,13 +97,13 @@ export function serveControlConnection(conn: Duplex, info: ConnInfo, deps: Contr
       return;
     }
     if (path === '/machine/map') {
-      if (req.method !== 'POST') throw new HttpError(405, 'use POST');
+      if (req.method !== 'POST') throw new HseError(405, 'use POST');
       const body = (await readJson(req)) as MapRequest;
       await handleMap(deps, body, info.machineKey, res);
       return;
     }
-    if (NOT_IMPLEMENTED.has(path)) throw new HttpError(501, 'not implemented by this server');
-    throw new HttpError(404, 'not found');
+    if (NOT_IMPLEMENTED.has(path)) throw new HseError(501, 'not implemented by this server');
+    throw new HseError(404, 'not found');
   }
 
   server.on('sessionError', (e: Error) => log.info('control connection error', { error: e.message, ip: info.clientIp }));

@@ -2,7 +2,7 @@
 // MapResponse compressed as one zstd frame when the client asked for Compress:"zstd" (every current client does),
 // else the JSON itself. The client reads the length, then exactly that many bytes.
 import zlib from 'node:zlib';
-import type { MapResponse } from './tailcfg.ts';
+import type { MapResponse } from '../tailcfg/tailcfg.ts';
 
 export function encodeMapFrame(msg: MapResponse, compress: boolean): Buffer {
   return encodeJsonFrame(JSON.stringify(msg), compress);

@@ -2,24 +2,17 @@
 // Hostinfo). Then: Stream:true opens a long-poll stream (map-hub); Stream:false with OmitPeers is a "lite" endpoint
 // update answered with an empty 200; Stream:false without OmitPeers gets one full map and the response ends.
 import type { Http2ServerResponse } from 'node:http2';
+import { HseError } from '../../../../shared/errors.ts';
 import { normaliseKey } from '../../../../shared/keys.ts';
 import type { Logger } from '../../../../shared/log.ts';
 import { redact } from '../../../../shared/log.ts';
 import type { NodeRecord } from '../../../../shared/model.ts';
 import type { Store } from '../state/store.ts';
-import { cleanEndpoints, cleanHostinfo, isCapVersion } from './hostinfo.ts';
+import { capVersionProblem } from '../tailcfg/capver.ts';
+import { cleanEndpoints, cleanHostinfo } from '../tailcfg/hostinfo.ts';
 import { encodeJsonFrame } from './map-frame.ts';
 import type { MapHub } from './map-hub.ts';
-import { MIN_CAP_VERSION } from './register.ts';
-import type { MapRequest } from './tailcfg.ts';
-
-export class MapRequestError extends Error {
-  readonly status: number;
-  constructor(status: number, message: string) {
-    super(message);
-    this.status = status;
-  }
-}
+import type { MapRequest } from '../tailcfg/tailcfg.ts';
 
 /** What changed between the stored node and a map request: nothing, only fast-changing fields, or more. */
 function applyRequest(n: NodeRecord, req: MapRequest): { next: NodeRecord; change: 'none' | 'patch' | 'full' } {
@@ -64,18 +57,16 @@ export async function handleMap(
   machineKey: string,
   res: Http2ServerResponse,
 ): Promise<void> {
-  if (typeof req !== 'object' || req === null) throw new MapRequestError(400, 'map request must be a JSON object');
-  if (!isCapVersion(req.Version)) throw new MapRequestError(400, "Version must be the client's capability version (a whole number)");
-  if (req.Version < MIN_CAP_VERSION) {
-    throw new MapRequestError(400, `client too old (capability version ${req.Version}); this server needs ${MIN_CAP_VERSION} or newer`);
-  }
+  if (typeof req !== 'object' || req === null) throw new HseError(400, 'map request must be a JSON object');
+  const versionProblem = capVersionProblem(req.Version);
+  if (versionProblem) throw new HseError(400, versionProblem);
   const nodeKey = normaliseKey('nodekey', req.NodeKey);
-  if (!nodeKey) throw new MapRequestError(400, 'NodeKey is missing or not a nodekey:<hex> value');
+  if (!nodeKey) throw new HseError(400, 'NodeKey is missing or not a nodekey:<hex> value');
   const node = await deps.store.getNodeByNodeKey(nodeKey);
-  if (!node) throw new MapRequestError(404, 'node not found; log in again (tailscale up)');
+  if (!node) throw new HseError(404, 'node not found; log in again (tailscale up)');
   if (node.machineKey !== machineKey) {
     deps.log.warn('map refused: node key used from another machine', { nodeKey: redact(nodeKey, 16) });
-    throw new MapRequestError(403, 'this node key is registered to a different machine');
+    throw new HseError(403, 'this node key is registered to a different machine');
   }
   let current = node;
   const { change } = applyRequest(node, req);

@@ -6,7 +6,7 @@
 // passes MAX_BACKLOG; it reconnects and gets a fresh full map, which is cheaper than buffering without bound.
 import type { Http2ServerResponse } from 'node:http2';
 import { encodeJsonFrame } from './map-frame.ts';
-import type { MapResponse, PeerChange, UserProfile } from './tailcfg.ts';
+import type { MapResponse, PeerChange, UserProfile } from '../tailcfg/tailcfg.ts';
 
 export const KEEPALIVE_MS = 50_000;
 const MAX_BACKLOG = 8 * 1024 * 1024;

@@ -5,17 +5,18 @@
 // follow-up of an AuthURL → pre-auth key → new interactive login.
 import { record as recordActivity } from '../../../../shared/activity.ts';
 import type { Config } from '../../../../shared/config.ts';
+import { HseError } from '../../../../shared/errors.ts';
 import { normaliseKey } from '../../../../shared/keys.ts';
 import type { Logger } from '../../../../shared/log.ts';
 import { redact } from '../../../../shared/log.ts';
 import type { NodeRecord, PendingAuth, UserRecord } from '../../../../shared/model.ts';
 import { isExpired } from '../map/map-builder.ts';
-import { StateError, type Store } from '../state/store.ts';
+import type { Store } from '../state/store.ts';
 import type { Tailnet } from '../state/tailnet.ts';
-import { cleanHostinfo, isCapVersion } from './hostinfo.ts';
-import { goTime, type Hostinfo, type RegisterRequest, type RegisterResponse } from './tailcfg.ts';
+import { capVersionProblem } from '../tailcfg/capver.ts';
+import { cleanHostinfo } from '../tailcfg/hostinfo.ts';
+import { goTime, type Hostinfo, type RegisterRequest, type RegisterResponse } from '../tailcfg/tailcfg.ts';
 
-export const MIN_CAP_VERSION = 113;
 /** How long a follow-up request is held before the client is told to ask again with the same URL. */
 const FOLLOWUP_HOLD_MS = 120_000;
 
@@ -32,14 +33,6 @@ export interface RegisterCall {
   clientIp: string;
   /** Aborted when the client goes away while a follow-up is held. */
   signal: AbortSignal;
-}
-
-export class RegisterError extends Error {
-  readonly status: number;
-  constructor(status: number, message: string) {
-    super(message);
-    this.status = status;
-  }
 }
 
 function hostnameOf(h: Hostinfo | null | undefined): string {
@@ -92,16 +85,14 @@ export class Registrar {
   }
 
   async register(raw: RegisterCall): Promise<RegisterResponse> {
-    if (typeof raw.req !== 'object' || raw.req === null) throw new RegisterError(400, 'register request must be a JSON object');
+    if (typeof raw.req !== 'object' || raw.req === null) throw new HseError(400, 'register request must be a JSON object');
     // Hostinfo is stored and shown to every peer: only what their clients can decode (hostinfo.ts).
     const call: RegisterCall = { ...raw, req: { ...raw.req, Hostinfo: cleanHostinfo(raw.req.Hostinfo) } };
     const { req, machineKey, clientIp } = call;
-    if (!isCapVersion(req.Version)) throw new RegisterError(400, "Version must be the client's capability version (a whole number)");
-    if (req.Version < MIN_CAP_VERSION) {
-      throw new RegisterError(400, `client too old (capability version ${req.Version}); this server needs ${MIN_CAP_VERSION} (Tailscale 1.80) or newer`);
-    }
+    const versionProblem = capVersionProblem(req.Version);
+    if (versionProblem) throw new HseError(400, versionProblem);
     const nodeKey = normaliseKey('nodekey', req.NodeKey);
-    if (!nodeKey) throw new RegisterError(400, 'NodeKey is missing or not a nodekey:<hex> value');
+    if (!nodeKey) throw new HseError(400, 'NodeKey is missing or not a nodekey:<hex> value');
     const oldNodeKey = req.OldNodeKey ? normaliseKey('nodekey', req.OldNodeKey) : null;
     const expiry = goTime(req.Expiry);
     const now = Date.now();
@@ -176,7 +167,7 @@ export class Registrar {
     try {
       key = await this.d.store.usePreAuthKey(authKey);
     } catch (e) {
-      if (e instanceof StateError) {
+      if (e instanceof HseError) {
         this.d.log.warn('register refused', { reason: e.message, hostname: hostnameOf(req.Hostinfo), ip: clientIp });
         recordActivity(
           this.d.store.redis,
@@ -261,9 +252,9 @@ export class Registrar {
   /** Operator approval of an interactive login (admin API): creates or re-keys the node and releases the client. */
   async approve(authId: string, userId: number, actor: string): Promise<NodeRecord> {
     const p = await this.d.store.getPending(authId);
-    if (!p) throw new StateError(404, 'this login request is unknown or expired; run tailscale up again on the device');
-    if (p.status !== 'pending') throw new StateError(409, `this login request was already ${p.status}`);
-    if (!(await this.d.store.getUser(userId))) throw new StateError(404, `no user with id ${userId}`);
+    if (!p) throw new HseError(404, 'this login request is unknown or expired; run tailscale up again on the device');
+    if (p.status !== 'pending') throw new HseError(409, `this login request was already ${p.status}`);
+    if (!(await this.d.store.getUser(userId))) throw new HseError(404, `no user with id ${userId}`);
     const node = await this.upsertNode({
       machineKey: p.machineKey,
       nodeKey: p.nodeKey,
@@ -281,8 +272,8 @@ export class Registrar {
 
   async reject(authId: string, actor: string): Promise<PendingAuth> {
     const p = await this.d.store.getPending(authId);
-    if (!p) throw new StateError(404, 'this login request is unknown or expired');
-    if (p.status !== 'pending') throw new StateError(409, `this login request was already ${p.status}`);
+    if (!p) throw new HseError(404, 'this login request is unknown or expired');
+    if (p.status !== 'pending') throw new HseError(409, `this login request was already ${p.status}`);
     const next: PendingAuth = { ...p, status: 'rejected', decidedBy: actor };
     await this.d.store.decidePending(next);
     return next;

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ipaddr from 'ipaddr.js';
 import type { Config } from '../../../../shared/config.ts';
-import type { DERPMap, DERPNode } from '../control/tailcfg.ts';
+import type { DERPMap, DERPNode } from '../tailcfg/tailcfg.ts';
 
 export const PUBLIC_DERP_MAP_FILE = path.join(path.dirname(fileURLToPath(import.meta.url)), '../data/public-derp-map.json');
 

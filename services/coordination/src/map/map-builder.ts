@@ -3,8 +3,9 @@
 // change, not once per receiving session.
 import type { Config } from '../../../../shared/config.ts';
 import type { NodeRecord, UserRecord } from '../../../../shared/model.ts';
-import { cleanEndpoints, cleanHostinfo, isCapVersion } from '../control/hostinfo.ts';
-import type { DERPMap, FilterRule, MapResponse, Node, PeerChange, UserProfile } from '../control/tailcfg.ts';
+import { isCapVersion } from '../tailcfg/capver.ts';
+import { cleanEndpoints, cleanHostinfo } from '../tailcfg/hostinfo.ts';
+import type { DERPMap, FilterRule, MapResponse, Node, PeerChange, UserProfile } from '../tailcfg/tailcfg.ts';
 
 export interface MapContext {
   cfg: Config;

@@ -7,6 +7,7 @@
 //   -> e, es, s, ss           (initiation)
 //   <- e, ee, se              (response)
 import type { KeyObject } from 'node:crypto';
+import { MIN_CAP_VERSION } from '../tailcfg/capver.ts';
 import { AuthError } from './aead.ts';
 import type { CipherState } from './cipher-state.ts';
 import { HandshakeError, parseInitiation, writeResponse } from './messages.ts';
@@ -14,9 +15,6 @@ import { SymmetricState } from './symmetric.ts';
 import { generatePair, type X25519Pair } from './x25519.ts';
 
 export const PROLOGUE_PREFIX = 'Tailscale Control Protocol v';
-
-/** Capability version of Tailscale v1.80, the oldest client this server speaks to (as headscale does). */
-export const MIN_CAP_VERSION = 113;
 
 export function prologue(capVersion: number): Buffer {
   return Buffer.from(`${PROLOGUE_PREFIX}${capVersion}`, 'ascii');

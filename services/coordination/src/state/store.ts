@@ -5,19 +5,11 @@
 import crypto from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { encodeChange, type ChangeEvent } from '../../../../shared/changes.ts';
+import { HseError } from '../../../../shared/errors.ts';
 import type { NodeRecord, PendingAuth, PreAuthKeyRecord, UserRecord } from '../../../../shared/model.ts';
 import { K } from '../../../../shared/redis-keys.ts';
 import { candidateV4, v6For } from './ip-alloc.ts';
 import { labelCandidate, sanitiseLabel } from './names.ts';
-
-/** An error whose message is meant for the user or operator, with an HTTP-ish status. */
-export class StateError extends Error {
-  readonly status: number;
-  constructor(status: number, message: string) {
-    super(message);
-    this.status = status;
-  }
-}
 
 const PENDING_TTL_S = 30 * 60;
 const pendingKey = (authId: string) => `hse:pending:${authId}`;
@@ -96,10 +88,10 @@ export class Store {
   async createUser(name: string, displayName?: string): Promise<UserRecord> {
     const n = name.trim().toLowerCase();
     if (!/^[a-z0-9][a-z0-9._@-]{0,62}$/.test(n)) {
-      throw new StateError(400, 'a user name is 1 to 63 characters: lowercase letters, digits and . _ @ -, starting with a letter or digit');
+      throw new HseError(400, 'a user name is 1 to 63 characters: lowercase letters, digits and . _ @ -, starting with a letter or digit');
     }
     const id = await this.redis.incr(K.userSeq);
-    if ((await this.redis.hsetnx(K.userByName, n, String(id))) === 0) throw new StateError(409, `user "${n}" already exists`);
+    if ((await this.redis.hsetnx(K.userByName, n, String(id))) === 0) throw new HseError(409, `user "${n}" already exists`);
     const u: UserRecord = { id, name: n, displayName: displayName?.trim() || n, created: new Date().toISOString() };
     await this.redis.hset(K.users, String(id), JSON.stringify(u));
     await this.publish({ kind: 'user.change', userId: id });
@@ -108,13 +100,13 @@ export class Store {
 
   async renameUser(id: number, newName: string): Promise<UserRecord> {
     const u = await this.getUser(id);
-    if (!u) throw new StateError(404, `no user with id ${id}`);
+    if (!u) throw new HseError(404, `no user with id ${id}`);
     const n = newName.trim().toLowerCase();
     if (!/^[a-z0-9][a-z0-9._@-]{0,62}$/.test(n)) {
-      throw new StateError(400, 'a user name is 1 to 63 characters: lowercase letters, digits and . _ @ -, starting with a letter or digit');
+      throw new HseError(400, 'a user name is 1 to 63 characters: lowercase letters, digits and . _ @ -, starting with a letter or digit');
     }
     if (n === u.name) return u;
-    if ((await this.redis.hsetnx(K.userByName, n, String(id))) === 0) throw new StateError(409, `user "${n}" already exists`);
+    if ((await this.redis.hsetnx(K.userByName, n, String(id))) === 0) throw new HseError(409, `user "${n}" already exists`);
     await this.redis.hdel(K.userByName, u.name);
     const next: UserRecord = { ...u, name: n, displayName: u.displayName === u.name ? n : u.displayName };
     await this.redis.hset(K.users, String(id), JSON.stringify(next));
@@ -129,7 +121,7 @@ export class Store {
    */
   async deleteUser(id: number): Promise<{ user: UserRecord; keysRemoved: number }> {
     const u = await this.getUser(id);
-    if (!u) throw new StateError(404, `no user with id ${id}`);
+    if (!u) throw new HseError(404, `no user with id ${id}`);
     const [owned, keysRemoved] = (await this.redis.eval(
       DELETE_USER_LUA,
       6,
@@ -143,7 +135,7 @@ export class Store {
       u.name,
     )) as [number, number];
     if (owned > 0) {
-      throw new StateError(409, `user "${u.name}" still owns ${owned} machine(s); delete them or move them to another user first`);
+      throw new HseError(409, `user "${u.name}" still owns ${owned} machine(s); delete them or move them to another user first`);
     }
     await this.publish({ kind: 'user.change', userId: id });
     return { user: u, keysRemoved };
@@ -177,7 +169,7 @@ export class Store {
       if (v4 === null) continue;
       if ((await this.redis.hsetnx(K.nodeByIPv4, v4, String(nodeId))) === 1) return v4;
     }
-    throw new StateError(503, 'no free address found in 100.64.0.0/10');
+    throw new HseError(503, 'no free address found in 100.64.0.0/10');
   }
 
   /** Claims a unique MagicDNS label derived from `wanted` for `nodeId`. */
@@ -188,14 +180,14 @@ export class Store {
       if ((await this.redis.hsetnx(K.nodeByName, label, String(nodeId))) === 1) return label;
       if ((await this.redis.hget(K.nodeByName, label)) === String(nodeId)) return label;
     }
-    throw new StateError(409, `no free name for "${base}"`);
+    throw new HseError(409, `no free name for "${base}"`);
   }
 
   /** Creates a node with a fresh id, address and name. The machine key must not be registered yet. */
   async createNode(fields: Omit<NodeRecord, 'id' | 'stableId' | 'givenName' | 'ipv4' | 'ipv6' | 'created' | 'lastSeen'>): Promise<NodeRecord> {
     const id = await this.redis.incr(K.nodeSeq);
     if ((await this.redis.hsetnx(K.nodeByMachineKey, fields.machineKey, String(id))) === 0) {
-      throw new StateError(409, 'this machine is already registered');
+      throw new HseError(409, 'this machine is already registered');
     }
     const ipv4 = await this.allocateIPv4(id);
     const givenName = await this.claimName(fields.hostname, id);
@@ -222,7 +214,7 @@ export class Store {
     );
     if (written !== 1) {
       await this.redis.multi().hdel(K.nodeByMachineKey, node.machineKey).hdel(K.nodeByIPv4, ipv4).hdel(K.nodeByName, givenName).exec();
-      throw new StateError(409, `no user with id ${node.userId} (it was deleted); ask an administrator for a new key`);
+      throw new HseError(409, `no user with id ${node.userId} (it was deleted); ask an administrator for a new key`);
     }
     await this.publish({ kind: 'node.upsert', nodeId: id, full: true });
     return node;
@@ -274,10 +266,10 @@ export class Store {
 
   async renameNode(id: number, wanted: string): Promise<NodeRecord> {
     const node = await this.getNode(id);
-    if (!node) throw new StateError(404, `no machine with id ${id}`);
+    if (!node) throw new HseError(404, `no machine with id ${id}`);
     if (wanted === node.givenName) return node;
     if ((await this.redis.hsetnx(K.nodeByName, wanted, String(id))) === 0) {
-      throw new StateError(409, `the name "${wanted}" is taken by another machine`);
+      throw new HseError(409, `the name "${wanted}" is taken by another machine`);
     }
     await this.redis.hdel(K.nodeByName, node.givenName);
     return (await this.updateNode(id, (n) => ({ ...n, givenName: wanted }), true)) ?? node;
@@ -285,7 +277,7 @@ export class Store {
 
   async deleteNode(id: number): Promise<NodeRecord> {
     const node = await this.getNode(id);
-    if (!node) throw new StateError(404, `no machine with id ${id}`);
+    if (!node) throw new HseError(404, `no machine with id ${id}`);
     await this.redis
       .multi()
       .hdel(K.nodes, String(id))
@@ -308,7 +300,7 @@ export class Store {
     expiration: Date;
     createdBy: string;
   }): Promise<{ key: string; record: PreAuthKeyRecord }> {
-    if (!(await this.getUser(opts.userId))) throw new StateError(404, `no user with id ${opts.userId}`);
+    if (!(await this.getUser(opts.userId))) throw new HseError(404, `no user with id ${opts.userId}`);
     const id = await this.redis.incr(K.authKeySeq);
     const prefix = `hse-auth-${crypto.randomBytes(6).toString('hex')}`;
     const key = `${prefix}-${crypto.randomBytes(24).toString('base64url')}`;
@@ -344,7 +336,7 @@ export class Store {
 
   async expirePreAuthKey(id: number): Promise<PreAuthKeyRecord> {
     const k = await this.getPreAuthKey(id);
-    if (!k) throw new StateError(404, `no pre-auth key with id ${id}`);
+    if (!k) throw new HseError(404, `no pre-auth key with id ${id}`);
     const next = { ...k, expiration: new Date().toISOString() };
     await this.redis.hset(K.preAuthKeys, String(id), JSON.stringify(next));
     return next;
@@ -358,14 +350,13 @@ export class Store {
     const m = /^(hse-auth-[0-9a-f]{12})-[A-Za-z0-9_-]{32}$/.exec(key);
     const id = m ? await this.redis.hget(K.preAuthKeyByHash, m[1]) : null;
     const record = id === null ? null : await this.getPreAuthKey(Number(id));
-    if (!record || !timingSafeEqualHex(record.hash, sha256(key))) throw new StateError(401, 'invalid pre-auth key');
-    if (Date.parse(record.expiration) <= Date.now()) throw new StateError(401, 'pre-auth key expired; ask an administrator for a new one');
-    if (!(await this.getUser(record.userId)))
-      throw new StateError(401, 'the user this pre-auth key belongs to was deleted; ask an administrator for a new key');
+    if (!record || !timingSafeEqualHex(record.hash, sha256(key))) throw new HseError(401, 'invalid pre-auth key');
+    if (Date.parse(record.expiration) <= Date.now()) throw new HseError(401, 'pre-auth key expired; ask an administrator for a new one');
+    if (!(await this.getUser(record.userId))) throw new HseError(401, 'the user this pre-auth key belongs to was deleted; ask an administrator for a new key');
     if (record.reusable) return record;
     // HSETNX is the atomic "first one wins" that makes a single-use key register exactly one device.
     if ((await this.redis.hsetnx(AUTHKEY_USED, String(record.id), new Date().toISOString())) === 0) {
-      throw new StateError(401, 'pre-auth key already used; single-use keys register one device');
+      throw new HseError(401, 'pre-auth key already used; single-use keys register one device');
     }
     return { ...record, used: true };
   }

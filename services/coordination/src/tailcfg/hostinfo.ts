@@ -138,8 +138,3 @@ export function isAddrPort(s: unknown): s is string {
 export function cleanEndpoints(v: unknown): string[] {
   return Array.isArray(v) ? v.filter(isAddrPort).slice(0, 64) : [];
 }
-
-/** Capability versions are small integers; peers decode Node.Cap as a Go int, so anything else would break their maps. */
-export function isCapVersion(v: unknown): v is number {
-  return typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 1_000_000;
-}

@@ -1,21 +1,21 @@
-// pm2 process list of the image: `pm2-runtime start ecosystem.config.cjs` in the container (npm start),
-// `pm2 start ecosystem.config.cjs` on bare metal (npm run up). One process per box of DESIGN.md, each run by the
+// pm2 process list of the image: `pm2-runtime start ecosystem.config.js` in the container (npm start),
+// `pm2 start ecosystem.config.js` on bare metal (npm run up), as the design card writes it. An ES module (the package
+// is "type": "module"): pm2 6 on Node 24 loads it and reads its exported `apps`. One process per box of DESIGN.md, each run by the
 // project's pinned Node 24 from node_modules, not whatever `node` the machine has.
 //
-// Restart policy: a process that exits is restarted with exponential backoff (0.5 s doubling to 15 s, reset after
-// it has run for 30 s), except exit status 2, which every hse process uses for "refused configuration" (and the
+// Restart policy: a process that exits is restarted with exponential backoff (0.5 s growing ×1.5 to 15 s, reset
+// after it has run for 30 s), except exit status 2, which every hse process uses for "refused configuration" (and the
 // Redis launcher for "redis-server not installed"): restarting cannot fix that, so pm2 leaves it stopped and the
 // one-line reason stays at the end of its log.
 //
 // Settings come from the environment pm2 is started with; an `.env` file next to this one fills in what that
 // environment does not set. The two checks below (is HSE_REDIS_URL set, is HSE_DERP_MODE public) only choose which
 // processes exist; every process still validates all settings itself through shared/config.ts.
-'use strict';
-const fs = require('node:fs');
-const path = require('node:path');
-const util = require('node:util');
+import fs from 'node:fs';
+import path from 'node:path';
+import util from 'node:util';
 
-const root = __dirname;
+const root = import.meta.dirname;
 const node = path.join(root, 'node_modules', '.bin', 'node');
 
 /** Variables from ./.env that the environment does not already set (the environment wins, as with docker compose). */
@@ -63,7 +63,7 @@ function app(name, script, extra = {}) {
   };
 }
 
-const apps = [];
+export const apps = [];
 // The embedded Redis: run.sh writes redis.conf (a short Node step) and then execs redis-server, so the app's process
 // is Redis itself and pm2's stop signal reaches it directly. No tree kill: the only children Redis has are its own
 // AOF-rewrite forks, which Redis manages; signalling them too would abort a rewrite mid-way.
@@ -72,5 +72,3 @@ apps.push(app('router', 'router/src/main.ts'));
 apps.push(app('coordination', 'services/coordination/src/main.ts'));
 apps.push(app('console', 'services/console/src/main.ts'));
 if (setting('HSE_DERP_MODE').toLowerCase() !== 'public') apps.push(app('relay', 'services/relay/src/main.ts'));
-
-module.exports = { apps };

@@ -1,0 +1,37 @@
+// One error type for every failure whose status and message are meant for the caller (a client, an operator, a
+// console user): it carries the HTTP status, the text to show, and optionally how long to wait before retrying. Each
+// server turns it into a response in exactly one place (coordination: control/h2-server.ts and admin/admin-server.ts;
+// console: errors.ts); anything that is not an HseError is a bug, answered 500 with the details kept in the log.
+//
+// isStoreDown() is the one test for "Redis is not answering" (as opposed to a bug), so every process answers an
+// outage the same way: 503, retrying is safe.
+
+export class HseError extends Error {
+  /** HTTP status the caller gets. */
+  readonly status: number;
+  /** Seconds after which retrying makes sense (sent as Retry-After), when the failure is temporary. */
+  readonly retryAfter: number | undefined;
+  constructor(status: number, message: string, opts: { retryAfter?: number } = {}) {
+    super(message);
+    this.name = 'HseError';
+    this.status = status;
+    this.retryAfter = opts.retryAfter;
+  }
+}
+
+/** The caller's status for `e`: an HseError's own, else 500. */
+export function statusOf(e: unknown): number {
+  return e instanceof HseError ? e.status : 500;
+}
+
+/**
+ * True when `e` comes from Redis being unreachable: connection refused or closed, retries exhausted, a replica that
+ * is loading or read-only (during a failover). ioredis raises these as plain Errors, so the message is what tells.
+ */
+export function isStoreDown(e: unknown): boolean {
+  const err = e as { name?: string; message?: string } | null;
+  if (err?.name === 'MaxRetriesPerRequestError') return true;
+  return /ECONNREFUSED|ENOENT|ECONNRESET|EPIPE|ETIMEDOUT|Connection is closed|Stream isn't writeable|LOADING|READONLY|MASTERDOWN|All sentinels are unreachable/.test(
+    String(err?.message ?? ''),
+  );
+}
