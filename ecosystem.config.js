@@ -1,6 +1,6 @@
 // pm2 process list of the image: `pm2-runtime start ecosystem.config.js` in the container (npm start),
 // `pm2 start ecosystem.config.js` on bare metal (npm run up), as the design card writes it. An ES module (the package
-// is "type": "module"): pm2 6 on Node 24 loads it and reads its exported `apps`. One process per box of DESIGN.md, each run by the
+// is "type": "module"): pm2 6 on Node 24 loads it and reads its exported `apps`. One process per box of docs/architecture.md, each run by the
 // project's pinned Node 24 from node_modules, not whatever `node` the machine has.
 //
 // Restart policy: a process that exits is restarted with exponential backoff (0.5 s growing ×1.5 to 15 s, reset

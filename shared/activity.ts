@@ -8,7 +8,7 @@ import { K } from './redis-keys.ts';
 export interface ActivityInput {
   /** Dotted verb, e.g. "console.signin", "console.signin_failed", "node.register", "node.delete". */
   action: string;
-  /** Console account, "node:<name>", "cli" or "system". */
+  /** Console account, "device:<hostname>" (a client registering), "cli", or "system" (the relay's refusals, timers). */
   actor: string;
   /** The client address as the router resolved it; "" when there is none (CLI, background jobs). */
   ip: string;
@@ -34,31 +34,50 @@ export interface ActivityLimits {
   retentionDays: number;
 }
 
-export async function record(redis: Redis, limits: ActivityLimits, e: ActivityInput): Promise<string> {
-  const id = await redis.xadd(
-    K.activity,
-    'MAXLEN',
-    '~',
-    String(limits.maxEntries),
-    '*',
-    'action',
-    e.action,
-    'actor',
-    e.actor,
-    'ip',
-    e.ip,
-    'target',
-    e.target ?? '',
-    'details',
-    JSON.stringify(e.details ?? {}),
-  );
-  return id as string;
+/**
+ * The activity-log writer: built once per process with the retention limits and passed to whatever records entries,
+ * so every writer trims the same way.
+ */
+export class ActivityLog {
+  readonly redis: Redis;
+  readonly limits: ActivityLimits;
+  constructor(redis: Redis, limits: ActivityLimits) {
+    this.redis = redis;
+    this.limits = limits;
+  }
+
+  /** Appends an entry (trimming the stream to HSE_ACTIVITY_MAX_ENTRIES, approximately) and returns its id. */
+  async record(e: ActivityInput): Promise<string> {
+    const id = await this.redis.xadd(
+      K.activity,
+      'MAXLEN',
+      '~',
+      String(this.limits.maxEntries),
+      '*',
+      'action',
+      e.action,
+      'actor',
+      e.actor,
+      'ip',
+      e.ip,
+      'target',
+      e.target ?? '',
+      'details',
+      JSON.stringify(e.details ?? {}),
+    );
+    return id as string;
+  }
+
+  /** Drops entries older than the retention period. Cheap; run at start and hourly. */
+  async prune(now = Date.now()): Promise<number> {
+    const minId = `${now - this.limits.retentionDays * 86_400_000}-0`;
+    return (await this.redis.xtrim(K.activity, 'MINID', '~', minId)) as number;
+  }
 }
 
-/** Drops entries older than the retention period. Cheap; call it at start and hourly. */
-export async function prune(redis: Redis, limits: ActivityLimits, now = Date.now()): Promise<number> {
-  const minId = `${now - limits.retentionDays * 86_400_000}-0`;
-  return (await redis.xtrim(K.activity, 'MINID', '~', minId)) as number;
+/** The retention limits from the settings. */
+export function activityLimits(cfg: { activityMaxEntries: number; activityRetentionDays: number }): ActivityLimits {
+  return { maxEntries: cfg.activityMaxEntries, retentionDays: cfg.activityRetentionDays };
 }
 
 export function parseEntry(id: string, fields: string[]): ActivityEntry {

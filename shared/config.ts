@@ -224,7 +224,7 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
   }
   const dataDir = path.resolve(cwd, get(env, 'HSE_DATA_DIR') ?? 'data');
   const runDir = path.resolve(cwd, get(env, 'HSE_RUN_DIR') ?? path.join(dataDir, 'run'));
-  // A Unix socket path is limited to 107 bytes; the longest we create is run/coordination.sock.
+  // A Unix socket path is limited to 107 bytes; the longest we create is run/coordination-admin.sock.
   if (Buffer.byteLength(path.join(runDir, 'coordination-admin.sock')) > 107) {
     throw new ConfigError(
       get(env, 'HSE_RUN_DIR') ? 'HSE_RUN_DIR' : 'HSE_DATA_DIR',

@@ -35,3 +35,20 @@ export function isStoreDown(e: unknown): boolean {
     String(err?.message ?? ''),
   );
 }
+
+/**
+ * A problem at start that the operator must fix (a damaged key file, a data directory that cannot be written, a bad
+ * setting found late): the process prints one line naming `subject` (the file or variable) and `reason`, and exits 2,
+ * which the supervisor does not restart (ecosystem.config.js, stop_exit_codes). See shared/service.ts.
+ */
+export class StartupError extends Error {
+  /** The file or variable to look at. */
+  readonly subject: string;
+  readonly reason: string;
+  constructor(subject: string, reason: string) {
+    super(`${subject}: ${reason}`);
+    this.name = 'StartupError';
+    this.subject = subject;
+    this.reason = reason;
+  }
+}

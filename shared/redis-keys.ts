@@ -21,11 +21,20 @@ export const K = {
   userSeq: 'hse:seq:user',
   /** Hash: pre-auth key id -> PreAuthKey JSON (key stored hashed). */
   preAuthKeys: 'hse:authkeys',
-  /** Hash: sha256(key) hex -> pre-auth key id. */
-  preAuthKeyByHash: 'hse:idx:authkeyhash',
+  /**
+   * Hash: a pre-auth key's visible prefix ("hse-auth-<12 hex>") -> its id. The key itself is stored only as a sha256
+   * hash in its record; the prefix finds the record, the hash is then compared in constant time.
+   */
+  preAuthKeyByPrefix: 'hse:idx:authkeyhash',
   authKeySeq: 'hse:seq:authkey',
-  /** Hash: auth id (from an AuthURL) -> pending registration JSON. */
-  pendingAuth: 'hse:pendingauth',
+  /** Hash: single-use pre-auth key id -> time it was used (HSETNX: the first registration wins). */
+  preAuthKeyUsed: 'hse:authkeys:used',
+  /** Prefix of a string key per pending interactive registration (auth id from an AuthURL) -> JSON, with a TTL. */
+  pendingPrefix: 'hse:pending:',
+  /** Sorted set: pending auth ids by creation time (ms), for listing; entries past the TTL are pruned on read. */
+  pendingIndex: 'hse:pendingidx',
+  /** Counter: the last IPv4 allocation candidate handed out (state/ip-alloc.ts). */
+  ipSeq: 'hse:seq:ip',
   /** Hash: node id -> online presence JSON (which instance, since when). */
   presence: 'hse:presence',
   /** Pub/sub channel: every state change, as JSON ChangeEvent. */

@@ -1,7 +1,7 @@
 // The one decision about who the client is. Everything downstream (activity log, sign-in rate limit) sees only the
 // address this returns, so it must never believe a header from someone the operator did not name as a proxy.
 //
-// Rule (DESIGN.md, "Trusted client address"):
+// Rule (the design's "trusted client address", docs/architecture.md):
 //   - the TCP peer is not a trusted proxy  -> the peer is the client; every forwarding header is ignored;
 //   - the peer is trusted                  -> walk X-Forwarded-For (all header lines, comma-joined) from the right,
 //                                             skipping trusted addresses; the first untrusted one is the client;

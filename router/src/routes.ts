@@ -1,4 +1,4 @@
-// Which service a request goes to, by path prefix alone (DESIGN.md, "router/"):
+// Which service a request goes to, by path prefix alone (docs/architecture.md, "Processes"):
 //   /console, /console/...           -> console
 //   /derp, /derp/..., /generate_204  -> relay   (/generate_204 is the clients' captive-portal probe, answered by the
 //                                                DERP server in Tailscale's design, so it lives with the relay)

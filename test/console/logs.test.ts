@@ -1,10 +1,10 @@
 // The activity log through the real router: filters, paging, CSV (with formula cells neutralised) and JSON exports,
 // the JSON API, and the live tail (Server-Sent Events): headers that keep proxies from buffering, a new entry
 // delivered as it happens with the client's address, filters applied to the tail, resuming with Last-Event-ID, and the
-// tail ending when the session does. Entries other services would write are added with shared/activity.ts record(),
+// tail ending when the session does. Entries other services would write are added with shared/activity.ts ActivityLog.record(),
 // exactly as those services do.
 import test from 'ava';
-import { record } from '../../shared/activity.ts';
+import { ActivityLog } from '../../shared/activity.ts';
 import type { Image } from '../harness/image.ts';
 import { Client, entryOf, PASSWORD, startConsole } from './console-client.ts';
 
@@ -35,10 +35,16 @@ test.before(async () => {
   if (r.status !== 303) throw new Error(`sign-in failed: ${r.status}`);
   const redis = image.redis!.client();
   for (let i = 0; i < 120; i++) {
-    await record(redis, limits, { action: 'test.paging', actor: 'cli', ip: '', target: `item-${i}`, details: { i } });
+    await new ActivityLog(redis, limits).record({ action: 'test.paging', actor: 'cli', ip: '', target: `item-${i}`, details: { i } });
   }
-  await record(redis, limits, { action: 'node.rename', actor: 'alice', ip: '10.1.2.3', target: 'laptop', details: { from: 'laptop', to: 'workstation' } });
-  await record(redis, limits, { action: 'node.delete', actor: 'bob', ip: '2001:db8::7', target: 'phone', details: {} });
+  await new ActivityLog(redis, limits).record({
+    action: 'node.rename',
+    actor: 'alice',
+    ip: '10.1.2.3',
+    target: 'laptop',
+    details: { from: 'laptop', to: 'workstation' },
+  });
+  await new ActivityLog(redis, limits).record({ action: 'node.delete', actor: 'bob', ip: '2001:db8::7', target: 'phone', details: {} });
 });
 test.after.always(async () => {
   await image?.stop();
@@ -101,7 +107,12 @@ test('filters: action prefix, actor, address or CIDR, text, time range', async (
 
 test('the Logs page renders entries escaped, with filters kept in the form and export links', async (t) => {
   const redis = image.redis!.client();
-  await record(redis, limits, { action: 'test.escape', actor: '<img src=x onerror=alert(1)>', ip: '192.0.2.1', target: '"><script>alert(1)</script>' });
+  await new ActivityLog(redis, limits).record({
+    action: 'test.escape',
+    actor: '<img src=x onerror=alert(1)>',
+    ip: '192.0.2.1',
+    target: '"><script>alert(1)</script>',
+  });
   const r = await admin.request('/console/logs?action=test.escape');
   t.is(r.status, 200);
   t.false(r.body.includes('<img src=x'));
@@ -116,7 +127,7 @@ test('the Logs page renders entries escaped, with filters kept in the form and e
 test('CSV export neutralises cells that a spreadsheet would run as a formula', async (t) => {
   const redis = image.redis!.client();
   for (const name of ['=HYPERLINK("http://evil.example","x")', '+1+1', '-2+3', '@SUM(A1)', '\t=1', '\r=1', 'plain, "quoted"'])
-    await record(redis, limits, { action: 'test.csv', actor: name, ip: '192.0.2.9', target: name });
+    await new ActivityLog(redis, limits).record({ action: 'test.csv', actor: name, ip: '192.0.2.9', target: name });
   // A failed sign-in with a formula as user name: the way an attacker would plant one without any account.
   await new Client(image.url, '127.0.0.8').signIn('=cmd|x', 'whatever');
   const planted = await admin.request('/console/logs/export.csv?action=console.signin_failed&address=127.0.0.8');
@@ -170,14 +181,14 @@ test('the live tail applies the filters, and resumes after Last-Event-ID', async
   const redis = image.redis!.client();
   const s = await admin.stream('?action=test.tail');
   t.teardown(() => s.close());
-  await record(redis, limits, { action: 'test.other', actor: 'cli', ip: '', target: 'skip-me' });
-  await record(redis, limits, { action: 'test.tail', actor: 'cli', ip: '', target: 'one' });
+  await new ActivityLog(redis, limits).record({ action: 'test.other', actor: 'cli', ip: '', target: 'skip-me' });
+  await new ActivityLog(redis, limits).record({ action: 'test.tail', actor: 'cli', ip: '', target: 'one' });
   const one = await s.waitFor((e) => e.event === 'entry', 'test.tail entry');
   t.is(entryOf(one).target, 'one');
   t.false(s.raw.includes('skip-me'));
   s.close();
-  await record(redis, limits, { action: 'test.tail', actor: 'cli', ip: '', target: 'two' });
-  await record(redis, limits, { action: 'test.tail', actor: 'cli', ip: '', target: 'three' });
+  await new ActivityLog(redis, limits).record({ action: 'test.tail', actor: 'cli', ip: '', target: 'two' });
+  await new ActivityLog(redis, limits).record({ action: 'test.tail', actor: 'cli', ip: '', target: 'three' });
   // As EventSource does when it reconnects:
   const again = await admin.stream('?action=test.tail', { 'last-event-id': one.id });
   t.teardown(() => again.close());

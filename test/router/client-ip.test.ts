@@ -75,7 +75,7 @@ function canonical(a: Addr): string {
   return a.v === 4 ? dotted(a.n) : rfc5952(a.n);
 }
 
-/** The rule of DESIGN.md, "Trusted client address", written as plainly as possible. */
+/** The trusted-client-address rule (router/src/client-ip.ts), written as plainly as possible. */
 function model(peer: Addr, lines: Entry[][], trusted: Range[]): string {
   const isTrusted = (a: Addr) => trusted.some((r) => inRange(a, r));
   if (!isTrusted(peer)) return canonical(peer);

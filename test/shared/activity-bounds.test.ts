@@ -1,8 +1,8 @@
-// The activity log stays bounded: record() trims to HSE_ACTIVITY_MAX_ENTRIES on every write (keeping the newest), and
-// prune() drops entries older than HSE_ACTIVITY_RETENTION_DAYS while keeping recent ones. Against a real redis-server.
+// The activity log stays bounded: ActivityLog.record() trims to HSE_ACTIVITY_MAX_ENTRIES on every write (keeping the newest), and
+// ActivityLog.prune() drops entries older than HSE_ACTIVITY_RETENTION_DAYS while keeping recent ones. Against a real redis-server.
 // Redis trims streams by whole internal nodes ("~"), so the test makes a node 10 entries and allows one node of slack.
 import test from 'ava';
-import { listRecent, prune, record } from '../../shared/activity.ts';
+import { ActivityLog, listRecent } from '../../shared/activity.ts';
 import { K } from '../../shared/redis-keys.ts';
 import { startRedis, type TestRedis } from '../harness/redis.ts';
 
@@ -23,7 +23,7 @@ test.beforeEach(async () => {
 test.serial('the size cap keeps the log near HSE_ACTIVITY_MAX_ENTRIES and keeps the newest entries', async (t) => {
   const c = redis.client();
   const limits = { maxEntries: 50, retentionDays: 90 };
-  for (let i = 0; i < 500; i++) await record(c, limits, { action: 'test.cap', actor: 'cli', ip: '', target: `item-${i}` });
+  for (let i = 0; i < 500; i++) await new ActivityLog(c, limits).record({ action: 'test.cap', actor: 'cli', ip: '', target: `item-${i}` });
   const len = await c.xlen(K.activity);
   t.true(len >= 50 && len <= 50 + NODE, `stream length ${len}`);
   const newest = await listRecent(c, len);
@@ -41,13 +41,13 @@ test.serial('prune drops entries past the retention period and keeps recent ones
   for (let i = 0; i < 3 * NODE; i++) {
     await c.xadd(K.activity, `${old + i}-0`, 'action', 'test.old', 'actor', 'cli', 'ip', '', 'target', `old-${i}`, 'details', '{}');
   }
-  for (let i = 0; i < 5; i++) await record(c, limits, { action: 'test.new', actor: 'cli', ip: '', target: `new-${i}` });
+  for (let i = 0; i < 5; i++) await new ActivityLog(c, limits).record({ action: 'test.new', actor: 'cli', ip: '', target: `new-${i}` });
 
-  t.is(await prune(c, limits), 3 * NODE, 'every entry older than 90 days is removed');
+  t.is(await new ActivityLog(c, limits).prune(), 3 * NODE, 'every entry older than 90 days is removed');
   const left = await listRecent(c, 100);
   t.deepEqual(
     left.map((e) => e.target),
     ['new-4', 'new-3', 'new-2', 'new-1', 'new-0'],
   );
-  t.is(await prune(c, limits), 0, 'a second prune finds nothing to drop');
+  t.is(await new ActivityLog(c, limits).prune(), 0, 'a second prune finds nothing to drop');
 });

@@ -6,7 +6,7 @@ import Router from '@koa/router';
 import type { Redis } from 'ioredis';
 import Koa, { type Context, type Next } from 'koa';
 import session from 'koa-session';
-import { record as recordActivity } from '../../../shared/activity.ts';
+import type { ActivityLog } from '../../../shared/activity.ts';
 import type { AdminClient } from '../../../shared/admin-client.ts';
 import type { Config } from '../../../shared/config.ts';
 import type { Logger } from '../../../shared/log.ts';
@@ -40,6 +40,8 @@ export interface ConsoleDeps {
   cfg: Config;
   log: Logger;
   redis: Redis;
+  /** The activity-log writer (built once by main). */
+  activity: ActivityLog;
   tail: ActivityTail;
   /** The coordination service's admin API: machines, users, keys, device approval. */
   admin: AdminClient;
@@ -67,9 +69,8 @@ export function createConsole(d: ConsoleDeps): ConsoleApp {
   const accounts = new Accounts(redis);
   const clientIp = (ctx: Context) => clientAddress(ctx.req.headers);
   const limiter = new SigninLimiter(redis, clientIp);
-  const limits = { maxEntries: cfg.activityMaxEntries, retentionDays: cfg.activityRetentionDays };
   const record: RecordActivity = async (ctx, action, actor, target, details) => {
-    await recordActivity(redis, limits, { action, actor, ip: clientIp(ctx), target, details });
+    await d.activity.record({ action, actor, ip: clientIp(ctx), target, details });
   };
   const csp = contentSecurityPolicy(cfg);
 

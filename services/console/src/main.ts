@@ -4,7 +4,7 @@
 // the next process), let requests in flight finish, exit 0.
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
-import { prune } from '../../../shared/activity.ts';
+import { ActivityLog, activityLimits } from '../../../shared/activity.ts';
 import { AdminClient } from '../../../shared/admin-client.ts';
 import { loadConfig } from '../../../shared/config.ts';
 import { Logger } from '../../../shared/log.ts';
@@ -26,7 +26,7 @@ const redis = connectRedis(cfg, log, 'console');
 const tail = new ActivityTail(() => connectRedis(cfg, log.child('tail'), 'console-tail'), log.child('tail'));
 const feed = new ChangeFeed(() => connectRedis(cfg, log.child('changes'), 'console-changes'), log.child('changes'));
 const admin = new AdminClient(adminSocket(cfg));
-const consoleApp = createConsole({ cfg, log, redis, tail, admin, feed });
+const consoleApp = createConsole({ cfg, log, redis, activity: new ActivityLog(redis, activityLimits(cfg)), tail, admin, feed });
 const socketPath = serviceSocket(cfg, 'console');
 
 // The router admits heads up to 32 KiB; accept the same so a head it passed is not refused here.
@@ -86,10 +86,6 @@ async function main(): Promise<void> {
   redis.on('ready', () => void bootstrap());
   await listenOnSocket(server, socketPath);
   log.info('listening', { socket: socketPath, publicUrl: `${cfg.publicOrigin}/console`, secureCookies: cfg.secure, store: ready ? 'ready' : 'waiting' });
-  const limits = { maxEntries: cfg.activityMaxEntries, retentionDays: cfg.activityRetentionDays };
-  const pruneNow = () => prune(redis, limits).catch((e: Error) => log.warn('activity log prune failed', { error: e.message }));
-  void pruneNow();
-  setInterval(pruneNow, 3_600_000).unref();
 }
 
 let stopping = false;

@@ -4,7 +4,7 @@
 // account end, and the reset is written to the activity log with actor "cli".
 //   usage: reset-password.ts <user name>        exit 0 done, 1 no such account or store unreachable, 2 bad usage/settings
 import fs from 'node:fs';
-import { record } from '../../../shared/activity.ts';
+import { ActivityLog, activityLimits } from '../../../shared/activity.ts';
 import { loadConfig } from '../../../shared/config.ts';
 import { Logger } from '../../../shared/log.ts';
 import { connectRedis } from '../../../shared/redis.ts';
@@ -33,17 +33,13 @@ async function main(): Promise<number> {
     const password = piped || generatePassword();
     const now = Date.now();
     await accounts.put({ ...account, passwordHash: await hashPassword(password), passwordChangedAt: new Date(now).toISOString(), sessionsNotBefore: now });
-    await record(
-      redis,
-      { maxEntries: cfg.activityMaxEntries, retentionDays: cfg.activityRetentionDays },
-      {
-        action: 'console.password_reset',
-        actor: 'cli',
-        ip: '',
-        target: account.username,
-        details: { sessionsEnded: true },
-      },
-    );
+    await new ActivityLog(redis, activityLimits(cfg)).record({
+      action: 'console.password_reset',
+      actor: 'cli',
+      ip: '',
+      target: account.username,
+      details: { sessionsEnded: true },
+    });
     process.stdout.write(
       piped ? `password of "${account.username}" changed; its sessions have ended\n` : `new password of "${account.username}" (shown only now): ${password}\n`,
     );

@@ -14,9 +14,10 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../../../shared/log.ts';
 import { CLIENT_IP_HEADER } from '../../../shared/paths.ts';
+import { createServiceServer } from '../../../shared/service.ts';
 import type { DerpServer } from './derp-server.ts';
 import { PROTOCOL_VERSION } from './frames.ts';
-import { takeOverRequestSocket } from './takeover.ts';
+import { takeOverRequestSocket } from '../../../shared/http-takeover.ts';
 import { checkHandshake, DERP_SUBPROTOCOL, offeredSubprotocols, WebSocketStream } from './websocket.ts';
 
 export interface RelayHttpDeps {
@@ -112,7 +113,9 @@ function derpUpgrade(req: http.IncomingMessage, socket: Socket, head: Buffer, de
 }
 
 export function createRelayHttpServer(deps: RelayHttpDeps): http.Server {
-  const server = http.createServer((req, res) => {
+  // DERP connections last as long as the client stays: no request or idle timeout; the 32 KiB head limit the router
+  // admits (shared/service.ts), so /derp/probe accepts every head /key does.
+  const server = createServiceServer(deps.log, (req, res) => {
     const path = pathOf(req.url);
     if (path === '/generate_204') return noContent(req, res);
     if (path === '/derp' || path.startsWith('/derp/')) {
@@ -138,14 +141,6 @@ export function createRelayHttpServer(deps: RelayHttpDeps): http.Server {
     if (pathOf(req.url) === '/derp') return derpUpgrade(req, socket, head, deps);
     socket.on('error', () => {});
     rawResponse(socket, 404, 'not found\n');
-  });
-  // DERP connections last as long as the client stays: no request or idle timeout. The router guards slow heads.
-  server.requestTimeout = 0;
-  server.timeout = 0;
-  server.keepAliveTimeout = 65_000;
-  server.on('clientError', (e: Error, socket: Duplex) => {
-    deps.log.debug('bad request from router', { error: e.message });
-    if (!socket.destroyed) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
   });
   return server;
 }

@@ -1,7 +1,6 @@
 // Refused relay clients in the activity log, so an operator sees in the console who knocked and why. A refused
 // client retries every few seconds, so each key is recorded at most once per window; the process log has every one.
-import type { Redis } from 'ioredis';
-import { record, type ActivityLimits } from '../../../shared/activity.ts';
+import type { ActivityLog } from '../../../shared/activity.ts';
 import type { Logger } from '../../../shared/log.ts';
 
 const WINDOW_MS = 10 * 60_000;
@@ -9,14 +8,12 @@ const WINDOW_MS = 10 * 60_000;
 const MAX_REMEMBERED = 10_000;
 
 export class RefusalLog {
-  private readonly redis: Redis;
-  private readonly limits: ActivityLimits;
+  private readonly activity: ActivityLog;
   private readonly log: Logger;
   private readonly lastRecorded = new Map<string, number>();
 
-  constructor(redis: Redis, limits: ActivityLimits, log: Logger) {
-    this.redis = redis;
-    this.limits = limits;
+  constructor(activity: ActivityLog, log: Logger) {
+    this.activity = activity;
     this.log = log;
   }
 
@@ -26,12 +23,14 @@ export class RefusalLog {
     this.lastRecorded.delete(nodeKey);
     this.lastRecorded.set(nodeKey, now);
     if (this.lastRecorded.size > MAX_REMEMBERED) this.lastRecorded.delete(this.lastRecorded.keys().next().value as string);
-    record(this.redis, this.limits, {
-      action: 'relay.refused',
-      actor: 'system',
-      ip: clientIp,
-      target: nodeKey,
-      details: { reason },
-    }).catch((e: Error) => this.log.debug('could not write refusal to the activity log', { error: e.message }));
+    this.activity
+      .record({
+        action: 'relay.refused',
+        actor: 'system',
+        ip: clientIp,
+        target: nodeKey,
+        details: { reason },
+      })
+      .catch((e: Error) => this.log.debug('could not write refusal to the activity log', { error: e.message }));
   }
 }

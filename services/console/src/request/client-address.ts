@@ -1,4 +1,4 @@
-// The client's address as the router resolved it (DESIGN.md, "Trusted client address"). The router overwrites this
+// The client's address as the router resolved it (docs/architecture.md; the rule itself is stated in router/src/client-ip.ts). The router overwrites this
 // header on every request it forwards, and nothing but the router can reach our Unix socket, so this header is the
 // one source of truth: X-Forwarded-For and friends are never parsed here.
 import type { IncomingHttpHeaders } from 'node:http';

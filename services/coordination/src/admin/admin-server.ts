@@ -2,9 +2,9 @@
 // The console and the `hse` CLI are its only clients; both pass who acts (x-hse-actor) and from where
 // (x-hse-client-ip), and every change is written to the activity log here, in one place.
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import { record as recordActivity } from '../../../../shared/activity.ts';
+import type { ActivityLog } from '../../../../shared/activity.ts';
 import type { Config } from '../../../../shared/config.ts';
-import { HseError } from '../../../../shared/errors.ts';
+import { HseError, isStoreDown, statusOf } from '../../../../shared/errors.ts';
 import type { Logger } from '../../../../shared/log.ts';
 import type { NodeRecord, NodeView, PreAuthKeyRecord, PreAuthKeyView, UserRecord } from '../../../../shared/model.ts';
 import type { MapHub } from '../control/map-hub.ts';
@@ -16,6 +16,7 @@ import type { Tailnet } from '../state/tailnet.ts';
 
 export interface AdminDeps {
   cfg: Config;
+  activity: ActivityLog;
   store: Store;
   tailnet: Tailnet;
   hub: MapHub;
@@ -64,9 +65,8 @@ function id(s: string): number {
 }
 
 export function createAdminServer(d: AdminDeps): http.Server {
-  const limits = { maxEntries: d.cfg.activityMaxEntries, retentionDays: d.cfg.activityRetentionDays };
   const log = (c: Call, action: string, target: string, details: Record<string, unknown> = {}) =>
-    recordActivity(d.store.redis, limits, { action, actor: c.actor, ip: c.ip, target, details });
+    d.activity.record({ action, actor: c.actor, ip: c.ip, target, details });
 
   const nodeView = (n: NodeRecord): NodeView => ({
     ...n,
@@ -214,9 +214,15 @@ export function createAdminServer(d: AdminDeps): http.Server {
       .then((body) => match.r.h({ params: match.m!.slice(1).map(decodeURIComponent), body, actor, ip }))
       .then((out) => send(res, 200, out))
       .catch((e: Error) => {
-        const status = e instanceof HseError ? e.status : 500;
-        if (status >= 500) d.log.error('admin request failed', { route: `${req.method} ${path}`, error: e.message });
-        send(res, status, { error: status >= 500 ? 'internal error; see the coordination log' : e.message });
+        // The one place an admin call's failure becomes an answer: an HseError's own words; Redis down is a 503 the
+        // console and CLI explain; anything else is a bug, logged here.
+        if (isStoreDown(e)) {
+          d.log.warn('admin request failed: store unavailable', { route: `${req.method} ${path}`, error: e.message });
+          send(res, 503, { error: 'the coordination store (Redis) is temporarily unavailable; retrying shortly is safe' });
+          return;
+        }
+        if (!(e instanceof HseError)) d.log.error('admin request failed', { route: `${req.method} ${path}`, error: e.stack ?? e.message });
+        send(res, statusOf(e), { error: e instanceof HseError ? e.message : 'internal error; see the coordination log' });
       });
   });
 }

@@ -77,9 +77,10 @@ export function serveControlConnection(conn: Duplex, info: ConnInfo, deps: Contr
       // The one place a control request's failure becomes an answer: an HseError's status and message are the
       // client's (the client prints them); anything else is a bug, logged here and answered without detail.
       const status = statusOf(e);
-      if (status >= 500) log.error('control request failed', { path: req.url, error: e.message, ip: info.clientIp });
+      if (!(e instanceof HseError)) log.error('control request failed', { path: req.url, error: e.stack ?? e.message, ip: info.clientIp });
+      else if (status >= 500) log.warn('control request failed', { path: req.url, status, reason: e.message, ip: info.clientIp });
       else log.info('control request refused', { path: req.url, status, reason: e.message, ip: info.clientIp });
-      sendText(res, status, status >= 500 ? 'internal error; see the coordination log' : e.message);
+      sendText(res, status, e instanceof HseError ? e.message : 'internal error; see the coordination log');
     });
   });
 

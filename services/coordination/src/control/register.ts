@@ -3,7 +3,7 @@
 // registered with, and a request over another machine key is refused. Order of cases follows the client's flows
 // (tailscale control/controlclient direct.go): logout (past Expiry) → known node key → rotation (OldNodeKey) →
 // follow-up of an AuthURL → pre-auth key → new interactive login.
-import { record as recordActivity } from '../../../../shared/activity.ts';
+import type { ActivityLog } from '../../../../shared/activity.ts';
 import type { Config } from '../../../../shared/config.ts';
 import { HseError } from '../../../../shared/errors.ts';
 import { normaliseKey } from '../../../../shared/keys.ts';
@@ -22,6 +22,7 @@ const FOLLOWUP_HOLD_MS = 120_000;
 
 export interface RegisterDeps {
   cfg: Config;
+  activity: ActivityLog;
   store: Store;
   tailnet: Tailnet;
   log: Logger;
@@ -77,11 +78,9 @@ export class Registrar {
   }
 
   private activity(action: string, node: Pick<NodeRecord, 'givenName' | 'hostname'>, ip: string, details: Record<string, unknown>): void {
-    recordActivity(
-      this.d.store.redis,
-      { maxEntries: this.d.cfg.activityMaxEntries, retentionDays: this.d.cfg.activityRetentionDays },
-      { action, actor: `device:${node.hostname}`, ip, target: node.givenName, details },
-    ).catch((e: Error) => this.d.log.warn('could not write activity entry', { action, error: e.message }));
+    this.d.activity
+      .record({ action, actor: `device:${node.hostname}`, ip, target: node.givenName, details })
+      .catch((e: Error) => this.d.log.warn('could not write activity entry', { action, error: e.message }));
   }
 
   async register(raw: RegisterCall): Promise<RegisterResponse> {
@@ -169,11 +168,9 @@ export class Registrar {
     } catch (e) {
       if (e instanceof HseError) {
         this.d.log.warn('register refused', { reason: e.message, hostname: hostnameOf(req.Hostinfo), ip: clientIp });
-        recordActivity(
-          this.d.store.redis,
-          { maxEntries: this.d.cfg.activityMaxEntries, retentionDays: this.d.cfg.activityRetentionDays },
-          { action: 'node.register_refused', actor: `device:${hostnameOf(req.Hostinfo)}`, ip: clientIp, details: { reason: e.message } },
-        ).catch(() => {});
+        this.d.activity
+          .record({ action: 'node.register_refused', actor: `device:${hostnameOf(req.Hostinfo)}`, ip: clientIp, details: { reason: e.message } })
+          .catch((err: Error) => this.d.log.warn('could not write activity entry', { action: 'node.register_refused', error: err.message }));
         return { Error: e.message };
       }
       throw e;

@@ -1,68 +1,35 @@
 // The server's Noise static key (Tailscale calls it the control "machine key"). Clients pin its public half from
 // GET /key and every handshake proves we hold the private half, so it must survive restarts: a new key makes every
 // client's next handshake fail until it fetches /key again. Kept at <dataDir>/noise_private.key, mode 600, as one
-// line "privkey:<64 hex>".
-import fs from 'node:fs';
+// line "privkey:<64 hex>"; read and created by the shared key-file loader (shared/key-file.ts).
 import path from 'node:path';
-import crypto from 'node:crypto';
+import { type KeyFileFormat, loadOrCreateKeyFile, type LoadedKey } from '../../../../shared/key-file.ts';
 import { generatePair, privateKeyFromRaw, rawPrivateKey, rawPublicKey } from './x25519.ts';
 
 export const SERVER_KEY_FILE = 'noise_private.key';
-const FORMAT = /^privkey:([0-9a-f]{64})\s*$/;
 
-export interface ServerKey {
-  /** Raw 32-byte X25519 private key. */
-  privateKey: Buffer;
+export interface ServerKey extends LoadedKey {
   /** Raw 32-byte public key, served by GET /key as "mkey:<hex>". */
   publicKey: Buffer;
 }
+
+const FORMAT: KeyFileFormat = {
+  what: 'Noise key',
+  describe: 'one line "privkey:<64 hex>"',
+  consequenceOfNewKey: 'every client must then reconnect to pick it up',
+  encode: (raw) => `privkey:${raw.toString('hex')}\n`,
+  decode: (text) => {
+    const m = /^privkey:([0-9a-f]{64})\s*$/.exec(text);
+    return m ? Buffer.from(m[1], 'hex') : null;
+  },
+};
 
 export function serverKeyPath(dataDir: string): string {
   return path.join(dataDir, SERVER_KEY_FILE);
 }
 
-function parse(file: string, text: string): ServerKey {
-  const m = FORMAT.exec(text);
-  if (!m) {
-    throw new Error(
-      `${file} is not a Noise key file (want one line "privkey:<64 hex>"). Restore it from a backup; deleting it makes ` +
-        'the server generate a new key, and every client must then reconnect to pick it up',
-    );
-  }
-  const privateKey = Buffer.from(m[1], 'hex');
-  if (privateKey.every((b) => b === 0)) throw new Error(`${file} holds an all-zero key; restore it from a backup or delete it to generate a new one`);
-  return { privateKey, publicKey: rawPublicKey(privateKeyFromRaw(privateKey)) };
-}
-
-/**
- * Reads the key, or creates it once. Safe against two processes starting together: the new key is written to a
- * private temporary file and hard-linked into place, which fails if another process got there first — then we read
- * theirs. A key file readable by others is tightened back to 600.
- */
+/** Reads the key, or creates it once; throws a StartupError naming the file when it is damaged or unreadable. */
 export function loadOrCreateServerKey(dataDir: string): ServerKey {
-  const file = serverKeyPath(dataDir);
-  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  try {
-    return readKey(file);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
-  }
-  const raw = rawPrivateKey(generatePair().privateKey);
-  const tmp = `${file}.${process.pid}.${crypto.randomBytes(4).toString('hex')}.tmp`;
-  fs.writeFileSync(tmp, `privkey:${raw.toString('hex')}\n`, { mode: 0o600, flag: 'wx' });
-  try {
-    fs.linkSync(tmp, file);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-  } finally {
-    fs.unlinkSync(tmp);
-  }
-  return readKey(file);
-}
-
-function readKey(file: string): ServerKey {
-  const text = fs.readFileSync(file, 'utf8');
-  const st = fs.statSync(file);
-  if ((st.mode & 0o077) !== 0) fs.chmodSync(file, 0o600);
-  return parse(file, text);
+  const key = loadOrCreateKeyFile(serverKeyPath(dataDir), FORMAT, () => rawPrivateKey(generatePair().privateKey));
+  return { ...key, publicKey: rawPublicKey(privateKeyFromRaw(key.privateKey)) };
 }

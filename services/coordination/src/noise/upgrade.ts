@@ -19,7 +19,7 @@ import { CLIENT_IP_HEADER } from '../../../../shared/paths.ts';
 import { NoiseConn, sealFrames } from './conn.ts';
 import { earlyPayload } from './early-payload.ts';
 import { respondToInitiation, type HandshakeResult } from './handshake.ts';
-import { takeOverRequestSocket } from './http-takeover.ts';
+import { takeOverRequestSocket } from '../../../../shared/http-takeover.ts';
 import { HandshakeError, writeError } from './messages.ts';
 import { readUpgradeRequest, UPGRADE_TOKEN, UpgradeRefused, type UpgradeRequest } from './upgrade-request.ts';
 import { WebSocketStream } from '../../../../shared/websocket/stream.ts';

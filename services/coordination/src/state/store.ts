@@ -12,14 +12,10 @@ import { candidateV4, v6For } from './ip-alloc.ts';
 import { labelCandidate, sanitiseLabel } from './names.ts';
 
 const PENDING_TTL_S = 30 * 60;
-const pendingKey = (authId: string) => `hse:pending:${authId}`;
-const PENDING_INDEX = 'hse:pendingidx';
-const IP_SEQ = 'hse:seq:ip';
-/** Hash: single-use pre-auth key id -> time it was used. */
-const AUTHKEY_USED = 'hse:authkeys:used';
+const pendingKey = (authId: string) => `${K.pendingPrefix}${authId}`;
 
 /**
- * KEYS: users, userByName, nodes, preAuthKeys, preAuthKeyByHash, used-keys; ARGV: user id, user name.
+ * KEYS: users, userByName, nodes, preAuthKeys, preAuthKeyByPrefix, preAuthKeyUsed; ARGV: user id, user name.
  * Returns {machines still owned, keys removed}; deletes nothing when the first is non-zero.
  */
 const DELETE_USER_LUA = `
@@ -129,8 +125,8 @@ export class Store {
       K.userByName,
       K.nodes,
       K.preAuthKeys,
-      K.preAuthKeyByHash,
-      AUTHKEY_USED,
+      K.preAuthKeyByPrefix,
+      K.preAuthKeyUsed,
       String(id),
       u.name,
     )) as [number, number];
@@ -165,7 +161,7 @@ export class Store {
   /** Claims the next free IPv4 address for `nodeId`. */
   private async allocateIPv4(nodeId: number): Promise<string> {
     for (let tries = 0; tries < 4096; tries++) {
-      const v4 = candidateV4(await this.redis.incr(IP_SEQ));
+      const v4 = candidateV4(await this.redis.incr(K.ipSeq));
       if (v4 === null) continue;
       if ((await this.redis.hsetnx(K.nodeByIPv4, v4, String(nodeId))) === 1) return v4;
     }
@@ -316,12 +312,12 @@ export class Store {
       expiration: opts.expiration.toISOString(),
       createdBy: opts.createdBy,
     };
-    await this.redis.multi().hset(K.preAuthKeys, String(id), JSON.stringify(record)).hset(K.preAuthKeyByHash, prefix, String(id)).exec();
+    await this.redis.multi().hset(K.preAuthKeys, String(id), JSON.stringify(record)).hset(K.preAuthKeyByPrefix, prefix, String(id)).exec();
     return { key, record };
   }
 
   async listPreAuthKeys(): Promise<PreAuthKeyRecord[]> {
-    const [all, used] = await Promise.all([this.redis.hvals(K.preAuthKeys), this.redis.hgetall(AUTHKEY_USED)]);
+    const [all, used] = await Promise.all([this.redis.hvals(K.preAuthKeys), this.redis.hgetall(K.preAuthKeyUsed)]);
     return all
       .map((s) => JSON.parse(s) as PreAuthKeyRecord)
       .map((k) => ({ ...k, used: used[String(k.id)] !== undefined }))
@@ -329,7 +325,7 @@ export class Store {
   }
 
   async getPreAuthKey(id: number): Promise<PreAuthKeyRecord | null> {
-    const [rec, used] = await Promise.all([this.redis.hget(K.preAuthKeys, String(id)), this.redis.hexists(AUTHKEY_USED, String(id))]);
+    const [rec, used] = await Promise.all([this.redis.hget(K.preAuthKeys, String(id)), this.redis.hexists(K.preAuthKeyUsed, String(id))]);
     const k = parse<PreAuthKeyRecord>(rec);
     return k && { ...k, used: used === 1 };
   }
@@ -343,19 +339,19 @@ export class Store {
   }
 
   /**
-   * Finds a pre-auth key by its text and checks it may be used now. A single-use key is consumed atomically (WATCH
-   * on the record), so two devices racing with the same key cannot both get in.
+   * Finds a pre-auth key by its text and checks it may be used now. A single-use key is consumed atomically (HSETNX
+   * on K.preAuthKeyUsed: the first registration wins), so two devices racing with the same key cannot both get in.
    */
   async usePreAuthKey(key: string): Promise<PreAuthKeyRecord> {
     const m = /^(hse-auth-[0-9a-f]{12})-[A-Za-z0-9_-]{32}$/.exec(key);
-    const id = m ? await this.redis.hget(K.preAuthKeyByHash, m[1]) : null;
+    const id = m ? await this.redis.hget(K.preAuthKeyByPrefix, m[1]) : null;
     const record = id === null ? null : await this.getPreAuthKey(Number(id));
     if (!record || !timingSafeEqualHex(record.hash, sha256(key))) throw new HseError(401, 'invalid pre-auth key');
     if (Date.parse(record.expiration) <= Date.now()) throw new HseError(401, 'pre-auth key expired; ask an administrator for a new one');
     if (!(await this.getUser(record.userId))) throw new HseError(401, 'the user this pre-auth key belongs to was deleted; ask an administrator for a new key');
     if (record.reusable) return record;
     // HSETNX is the atomic "first one wins" that makes a single-use key register exactly one device.
-    if ((await this.redis.hsetnx(AUTHKEY_USED, String(record.id), new Date().toISOString())) === 0) {
+    if ((await this.redis.hsetnx(K.preAuthKeyUsed, String(record.id), new Date().toISOString())) === 0) {
       throw new HseError(401, 'pre-auth key already used; single-use keys register one device');
     }
     return { ...record, used: true };
@@ -368,7 +364,7 @@ export class Store {
     await this.redis
       .multi()
       .set(pendingKey(pending.authId), JSON.stringify(pending), 'EX', PENDING_TTL_S)
-      .zadd(PENDING_INDEX, Date.now(), pending.authId)
+      .zadd(K.pendingIndex, Date.now(), pending.authId)
       .exec();
     await this.publish({ kind: 'pending.change', authId: pending.authId });
     return pending;
@@ -380,8 +376,8 @@ export class Store {
   }
 
   async listPending(): Promise<PendingAuth[]> {
-    await this.redis.zremrangebyscore(PENDING_INDEX, '-inf', Date.now() - PENDING_TTL_S * 1000);
-    const ids = await this.redis.zrange(PENDING_INDEX, 0, -1);
+    await this.redis.zremrangebyscore(K.pendingIndex, '-inf', Date.now() - PENDING_TTL_S * 1000);
+    const ids = await this.redis.zrange(K.pendingIndex, 0, -1);
     if (ids.length === 0) return [];
     const vals = await this.redis.mget(ids.map(pendingKey));
     return vals
@@ -392,7 +388,7 @@ export class Store {
 
   async decidePending(p: PendingAuth): Promise<void> {
     await this.redis.set(pendingKey(p.authId), JSON.stringify(p), 'KEEPTTL');
-    if (p.status !== 'pending') await this.redis.zrem(PENDING_INDEX, p.authId);
+    if (p.status !== 'pending') await this.redis.zrem(K.pendingIndex, p.authId);
     await this.publish({ kind: 'pending.change', authId: p.authId });
   }
 

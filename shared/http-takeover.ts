@@ -1,13 +1,13 @@
 // Takes a socket away from Node's HTTP server when an upgrade arrived as an ordinary request. That happens when the
-// request carries `Upgrade` but its `Connection` lacks "upgrade" (some proxies rewrite Connection; our router
-// tunnels such requests through unchanged): Node then emits 'request', not 'upgrade', and keeps parsing the socket
-// as HTTP — the first Noise frame would be a parse error and Node would answer it with a 400 in the middle of our
-// stream.
+// request carries `Upgrade` but its `Connection` lacks "upgrade" (some proxies rewrite Connection; the router tunnels
+// such requests through unchanged): Node then emits 'request', not 'upgrade', and keeps parsing the socket as HTTP —
+// the first Noise or DERP frame would be a parse error and Node would answer it with a 400 in the middle of the
+// stream. Used by the coordination service (/ts2021) and the relay (/derp).
 //
 // Node has no public API for this, so we undo what the server set up in its connection listener, the same steps it
 // takes itself before emitting 'upgrade' (stop the parser consuming the socket, drop its listeners, forget the
 // response object). This leans on Node internals: it is checked against the pinned Node 24 by
-// test/coordination/noise-upgrade.test.ts, and when an expected piece is missing it returns null, so the caller
+// test/coordination/noise-upgrade.test.ts and the relay's tests, and when an expected piece is missing it returns null, so the caller
 // refuses the request with a hint instead of corrupting the connection.
 import net from 'node:net';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -35,7 +35,7 @@ const SERVER_LISTENERS: Record<string, string[]> = {
 
 export function takeOverRequestSocket(req: IncomingMessage): net.Socket | null {
   const socket = req.socket as ServerSocket;
-  // A request body would still be in the parser's hands; the control protocol never sends one.
+  // A request body would still be in the parser's hands; neither the control protocol nor DERP sends one.
   const length = req.headers['content-length'];
   if (req.headers['transfer-encoding'] || (length !== undefined && length !== '0')) return null;
   const parser = socket.parser;
