@@ -164,7 +164,7 @@ try {
   await hse.stop();
 }
 
-const direct = results['direct'];
+const direct = results.direct;
 const rows = Object.entries(results).map(([name, r]) => [
   name,
   fmtNum(r.loaded.rps),

@@ -9,7 +9,7 @@
 // response object). This leans on Node internals: it is checked against the pinned Node 24 by
 // test/coordination/noise-upgrade.test.ts and the relay's tests, and when an expected piece is missing it returns null, so the caller
 // refuses the request with a hint instead of corrupting the connection.
-import net from 'node:net';
+import type net from 'node:net';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
 interface NodeParser {

@@ -110,7 +110,7 @@ export class DerpConn {
   }
 
   private onData(d: Buffer): void {
-    let b = this.buf.length === 0 ? d : Buffer.concat([this.buf, d]);
+    const b = this.buf.length === 0 ? d : Buffer.concat([this.buf, d]);
     let off = 0;
     const before = this.packets;
     while (b.length - off >= 5) {

@@ -53,7 +53,7 @@ ${opts.http}
     server,
     pids() {
       const out: Record<string, number> = { [`nginx-${name} master`]: server.pid };
-      descendantsOf(server.pid).forEach((p, i) => (out[`nginx-${name} worker ${i + 1}`] = p));
+      for (const [i, p] of descendantsOf(server.pid).entries()) out[`nginx-${name} worker ${i + 1}`] = p;
       return out;
     },
     async stop() {

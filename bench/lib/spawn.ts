@@ -51,7 +51,13 @@ export function startServer(name: string, cmd: string, args: string[], opts: { e
       if (m0) return m0;
       return new Promise<RegExpMatchArray>((resolve, reject) => {
         const timer = setTimeout(() => reject(new Error(`${name} did not print ${re} within ${ms} ms; output:\n${output().slice(-4000)}`)), ms);
-        const w = { re, hit: (m: RegExpMatchArray) => (clearTimeout(timer), resolve(m)) };
+        const w = {
+          re,
+          hit: (m: RegExpMatchArray) => {
+            clearTimeout(timer);
+            resolve(m);
+          },
+        };
         watchers.push(w);
         void exited.then(() => {
           if (!watchers.includes(w)) return;
@@ -85,7 +91,10 @@ export function runCommand(
     p.stdout!.on('data', (d: Buffer) => (out += d.toString()));
     p.stderr!.on('data', (d: Buffer) => (err += d.toString()));
     const timer = setTimeout(() => p.kill('SIGKILL'), opts.timeoutMs ?? 60_000);
-    p.on('error', (e) => (clearTimeout(timer), reject(new Error(`${cmd}: ${e.message}`))));
+    p.on('error', (e) => {
+      clearTimeout(timer);
+      reject(new Error(`${cmd}: ${e.message}`));
+    });
     p.on('exit', (code) => {
       clearTimeout(timer);
       if (code === 0) resolve(out);

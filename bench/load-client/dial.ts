@@ -56,8 +56,14 @@ function readUntil(socket: net.Socket, enough: (b: Buffer) => number | null): Pr
       if (buf.length > n) socket.unshift(buf.subarray(n));
       resolve(buf.subarray(0, n));
     };
-    const onError = (e: Error) => (cleanup(), reject(e));
-    const onClose = () => (cleanup(), reject(new Error(`connection closed during the upgrade; got ${JSON.stringify(buf.toString('latin1').slice(0, 300))}`)));
+    const onError = (e: Error) => {
+      cleanup();
+      reject(e);
+    };
+    const onClose = () => {
+      cleanup();
+      reject(new Error(`connection closed during the upgrade; got ${JSON.stringify(buf.toString('latin1').slice(0, 300))}`));
+    };
     socket.on('data', onData);
     socket.once('error', onError);
     socket.once('close', onClose);

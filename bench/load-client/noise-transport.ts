@@ -101,7 +101,7 @@ export class NoiseTransport extends Duplex {
     }
     const end = 9 + b.readUInt32BE(5);
     this.early = null;
-    let json: unknown = undefined;
+    let json: unknown;
     try {
       json = JSON.parse(b.subarray(9, end).toString('utf8'));
     } catch {

@@ -23,7 +23,7 @@ export function requestPath(target: string): string {
 }
 
 function under(path: string, prefix: string): boolean {
-  return path === prefix || path.startsWith(prefix + '/');
+  return path === prefix || path.startsWith(`${prefix}/`);
 }
 
 export function routeFor(path: string): ServiceName {

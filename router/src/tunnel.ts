@@ -70,7 +70,7 @@ function requestUpstream(req: http.IncomingMessage, headers: string[], target: T
 function switchingHead(res: http.IncomingMessage): string {
   let head = `HTTP/1.1 101 ${res.statusMessage || 'Switching Protocols'}\r\n`;
   for (let i = 0; i + 1 < res.rawHeaders.length; i += 2) head += `${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}\r\n`;
-  return head + '\r\n';
+  return `${head}\r\n`;
 }
 
 /** Ends a socket gracefully (pending bytes flushed), and destroys it once that is done or clearly will not be. */
@@ -118,7 +118,7 @@ function relayRefusal(client: Duplex, res: http.IncomingMessage): void {
     head += `${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}\r\n`;
   }
   // Without Content-Length the body is delimited by the close that follows.
-  client.write(head + 'Connection: close\r\n\r\n');
+  client.write(`${head}Connection: close\r\n\r\n`);
   res.pipe(client);
   res.on('error', () => client.destroy());
 }

@@ -161,16 +161,21 @@ export class EventStream {
       this.raw += d;
       this.buf += d;
       let i: number;
-      while ((i = this.buf.indexOf('\n\n')) !== -1) {
+      for (i = this.buf.indexOf('\n\n'); i !== -1; i = this.buf.indexOf('\n\n')) {
         const block = this.buf.slice(0, i);
         this.buf = this.buf.slice(i + 2);
         const ev: SseEvent = { event: 'message', id: '', data: '' };
         let isEvent = false;
         for (const line of block.split('\n')) {
           if (line.startsWith(':')) this.comments.push(line.slice(1).trim());
-          else if (line.startsWith('event: ')) (ev.event = line.slice(7)), (isEvent = true);
-          else if (line.startsWith('id: ')) ev.id = line.slice(4);
-          else if (line.startsWith('data: ')) (ev.data += line.slice(6)), (isEvent = true);
+          else if (line.startsWith('event: ')) {
+            ev.event = line.slice(7);
+            isEvent = true;
+          } else if (line.startsWith('id: ')) ev.id = line.slice(4);
+          else if (line.startsWith('data: ')) {
+            ev.data += line.slice(6);
+            isEvent = true;
+          }
         }
         if (isEvent) this.events.push(ev);
       }
@@ -193,7 +198,14 @@ export class EventStream {
   /** Waits until an event passes `test` (or the stream ends, or the deadline passes: then it throws with what came). */
   async waitFor(test: (e: SseEvent) => boolean, what: string, ms = 20_000): Promise<SseEvent> {
     let hit: SseEvent | undefined;
-    await this.until(() => (hit = this.events.find(test)) !== undefined, what, ms);
+    await this.until(
+      () => {
+        hit = this.events.find(test);
+        return hit !== undefined;
+      },
+      what,
+      ms,
+    );
     return hit!;
   }
 

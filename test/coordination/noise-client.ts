@@ -199,7 +199,7 @@ export async function dialControl(opts: DialOptions): Promise<DialResult> {
   }
   const keys = init.finish(first.response);
   const conn = new NoiseConn(stream, { rx: keys.rx, tx: keys.tx, head: first.rest });
-  let early: unknown = undefined;
+  let early: unknown;
   if (opts.readEarly ?? transport === 'native') {
     const ep = await readUntil(
       conn,

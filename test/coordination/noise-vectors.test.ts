@@ -12,7 +12,7 @@ import { respondToInitiation } from '../../services/coordination/src/noise/hands
 import { pairFromPrivate, privateKeyFromRaw } from '../../services/coordination/src/noise/x25519.ts';
 import { initiate } from './noise-client.ts';
 
-export const VECTORS = {
+const VECTORS = {
   controlPrivate: 'privkey:e0bbfabdb0334fccffcfdb4e9e30d370089aeb5cc75172e12fec019e186c614c',
   machinePrivate: 'privkey:68d240503484617a0ad1d8fdd10766d921869e86bfca0298f0043958f3d2f56d',
   /** crypto/rand reads in order: machine key, control key, client ephemeral, server ephemeral (unclamped). */

@@ -63,12 +63,12 @@ export async function createTestCA(): Promise<TestCA> {
   await openssl(['req', ...ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', `/CN=${TEST_DOMAIN}`], dir);
   fs.writeFileSync(
     path.join(dir, 'server.ext'),
-    [
+    `${[
       `subjectAltName=IP:${TEST_DOMAIN},DNS:localhost`,
       'basicConstraints=critical,CA:FALSE',
       'keyUsage=critical,digitalSignature',
       'extendedKeyUsage=serverAuth',
-    ].join('\n') + '\n',
+    ].join('\n')}\n`,
   );
   await openssl(
     ['x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '7', '-extfile', 'server.ext'],

@@ -106,6 +106,7 @@ export function renderNpmProxyHost(h: NpmProxyHost, o: NpmRenderOptions): string
     lines.push(
       '  set $test "";',
       '  if ($scheme = "http") { set $test "H"; }',
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: nginx's own ${var} syntax, reproduced from NPM's template
       '  if ($request_uri = /.well-known/acme-challenge/test-challenge) { set $test "${test}T"; }',
       '  if ($test = H) { return 301 https://$host$request_uri; }',
       '',

@@ -76,11 +76,11 @@ async function openTunnel(p: RunningProxy): Promise<Tunnel> {
   const wake: (() => void)[] = [];
   s.on('data', (d: Buffer) => {
     buf += d.toString();
-    wake.splice(0).forEach((f) => f());
+    for (const f of wake.splice(0)) f();
   });
   s.on('close', () => {
     closed = true;
-    wake.splice(0).forEach((f) => f());
+    for (const f of wake.splice(0)) f();
   });
   s.on('error', () => {});
   await new Promise<void>((resolve, reject) => {

@@ -130,7 +130,7 @@ for (const [name, bytes] of [
 
 test('a client that hangs up mid-upload does not disturb the router', async (t) => {
   const s = await connect(rig.image.port);
-  s.write('POST /upload HTTP/1.1\r\nHost: h\r\nContent-Length: 1000000\r\n\r\n' + 'x'.repeat(1000));
+  s.write(`POST /upload HTTP/1.1\r\nHost: h\r\nContent-Length: 1000000\r\n\r\n${'x'.repeat(1000)}`);
   s.destroy();
   await stillServing(t);
 });

@@ -54,7 +54,7 @@ if (missing) {
     t.regex(h.error ?? '', /handshake failure/i);
     const line = await eventually(
       'the refusal line',
-      async () => /WARN  router: HTTPS handshake refused: no certificate to serve yet .*/.exec(routerOut())?.[0],
+      async () => /WARN {2}router: HTTPS handshake refused: no certificate to serve yet .*/.exec(routerOut())?.[0],
     );
     t.regex(line, /reason="ACME failed: .*could not resolve URL/);
   });

@@ -173,5 +173,5 @@ export async function h2Request(
 
 /** Number of times `re` occurs in `text`. */
 export function count(text: string, re: RegExp): number {
-  return (text.match(new RegExp(re.source, re.flags.includes('g') ? re.flags : re.flags + 'g')) ?? []).length;
+  return (text.match(new RegExp(re.source, re.flags.includes('g') ? re.flags : `${re.flags}g`)) ?? []).length;
 }

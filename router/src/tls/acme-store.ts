@@ -81,6 +81,6 @@ export class AcmeStore {
   saveCertificate(certPem: string, keyPem: string, meta: StoredMeta): void {
     this.write('certificate.key', keyPem);
     this.write('certificate.pem', certPem);
-    this.write('certificate.json', JSON.stringify(meta, null, 2) + '\n');
+    this.write('certificate.json', `${JSON.stringify(meta, null, 2)}\n`);
   }
 }

@@ -149,7 +149,7 @@ export function startAcme(opts: AcmeOptions): AcmeManager {
   }
 
   function fromDisk(): void {
-    let stored;
+    let stored: ReturnType<typeof store.loadCertificate>;
     try {
       stored = store.loadCertificate();
     } catch (e) {

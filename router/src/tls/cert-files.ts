@@ -65,7 +65,7 @@ export function watchCertificateFiles(opts: CertFilesOptions): CertFilesWatcher 
   const watchers: fs.FSWatcher[] = [];
 
   function reload(): void {
-    lastStat = statKey(certFile) + '|' + statKey(keyFile);
+    lastStat = `${statKey(certFile)}|${statKey(keyFile)}`;
     let next: LoadedCertificate;
     try {
       next = loadPair(readable(certFile, 'HSE_TLS_CERT_FILE'), readable(keyFile, 'HSE_TLS_KEY_FILE'), `${certFile} + ${keyFile}`);
@@ -107,7 +107,7 @@ export function watchCertificateFiles(opts: CertFilesOptions): CertFilesWatcher 
     }
   }
   const poll = setInterval(() => {
-    if (statKey(certFile) + '|' + statKey(keyFile) !== lastStat) soon();
+    if (`${statKey(certFile)}|${statKey(keyFile)}` !== lastStat) soon();
   }, POLL_MS);
   poll.unref();
 

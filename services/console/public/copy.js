@@ -1,8 +1,8 @@
 // Copy buttons: <button data-copy="<id>"> copies the text of the element with that id. Buttons stay hidden (CSS)
 // until this script marks the page, so a browser without scripts shows no button that does nothing. Uses the
 // clipboard API where the page is a secure context, else selects the text and asks the browser to copy it.
-'use strict';
-(function () {
+
+(() => {
   document.documentElement.classList.add('can-copy');
 
   function fallback(el) {
@@ -31,7 +31,7 @@
 
   document.addEventListener('click', (ev) => {
     const button = ev.target instanceof Element ? ev.target.closest('button[data-copy]') : null;
-    if (!button) return;
+    if (!(button instanceof HTMLButtonElement)) return;
     const el = document.getElementById(button.dataset.copy);
     if (!el) return;
     const text = el.textContent;

@@ -2,11 +2,11 @@
 // swaps in each new rendering of the view. The server escapes everything it renders, the same code as the page,
 // so the markup is used as it comes. While someone is filling in a form inside the view (choosing a user to
 // approve a device for), the update waits until they leave it, so their choice is not wiped out under them.
-'use strict';
-(function () {
+
+(() => {
   const view = document.getElementById('live');
   const status = document.getElementById('live-status');
-  if (!view || !view.dataset.stream || !window.EventSource) return;
+  if (!view?.dataset.stream || !window.EventSource) return;
   let held = null;
   let source = null;
 
@@ -60,14 +60,14 @@
       try {
         message = JSON.parse(ev.data).message || message;
       } catch {}
-      setStatus('connecting', 'Retrying: ' + message);
+      setStatus('connecting', `Retrying: ${message}`);
     });
     source.addEventListener('end', () => {
       source.close();
       setStatus('ended', 'Session ended');
       if (status) {
         const link = document.createElement('a');
-        link.href = '/console/login?next=' + encodeURIComponent(location.pathname + location.search);
+        link.href = `/console/login?next=${encodeURIComponent(location.pathname + location.search)}`;
         link.textContent = 'Sign in again';
         status.append(' · ', link);
       }

@@ -1,11 +1,12 @@
 // Live tail for the Logs page: listens to /console/logs/stream (Server-Sent Events) and puts each new entry at the
 // top of the table, with the same markup the server renders. Text goes in through textContent only.
-'use strict';
-(function () {
+
+(() => {
   const table = document.getElementById('log-table');
+  if (!(table instanceof HTMLTableElement)) return;
   const status = document.getElementById('live-status');
   const toggle = document.getElementById('live-toggle');
-  if (!table || !status || !table.dataset.stream || !window.EventSource) return;
+  if (!status || !table.dataset.stream || !window.EventSource) return;
   const tbody = table.tBodies[0];
   const MAX_ROWS = 500;
   let paused = false;
@@ -38,11 +39,11 @@
     const time = cell('Time (UTC)', 'time');
     const t = document.createElement('time');
     t.dateTime = e.time;
-    t.textContent = e.time.slice(0, 10) + ' ' + e.time.slice(11, 19);
+    t.textContent = `${e.time.slice(0, 10)} ${e.time.slice(11, 19)}`;
     time.appendChild(t);
     const action = cell('Action');
     const badge = document.createElement('span');
-    badge.className = 'badge ' + tone(e.action);
+    badge.className = `badge ${tone(e.action)}`;
     badge.textContent = e.action;
     action.appendChild(badge);
     const actor = cell('Actor', 'actor');
@@ -99,7 +100,7 @@
       source.close();
       setStatus('ended', 'Session ended');
       const link = document.createElement('a');
-      link.href = '/console/login?next=' + encodeURIComponent(location.pathname + location.search);
+      link.href = `/console/login?next=${encodeURIComponent(location.pathname + location.search)}`;
       link.textContent = 'Sign in again';
       status.append(' · ', link);
       toggle.hidden = true;

@@ -100,7 +100,7 @@ export class DerpClient {
     this.reader.push(chunk);
     let f: Frame | null;
     try {
-      while ((f = this.reader.next()) !== null) this.onFrame(f);
+      for (f = this.reader.next(); f !== null; f = this.reader.next()) this.onFrame(f);
     } catch (e) {
       this.stream.destroy(e as Error);
     }
@@ -174,7 +174,13 @@ export class DerpClient {
         clearTimeout(timer);
         resolve(m);
       };
-      this.waiters.push({ resolve: done, reject: (e) => (clearTimeout(timer), reject(e)) });
+      this.waiters.push({
+        resolve: done,
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      });
     });
   }
 

@@ -9,7 +9,7 @@
 //   anything else                                 -> 404
 //
 // The client address comes only from the router's x-hse-client-ip header.
-import http from 'node:http';
+import type http from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../../../shared/log.ts';

@@ -77,7 +77,10 @@ export class LocalRegistry implements ClientRegistry {
 
   watchGone(peerHex: string, watcher: RelayClient): void {
     let set = this.goneWatchers.get(peerHex);
-    if (!set) this.goneWatchers.set(peerHex, (set = new Set()));
+    if (!set) {
+      set = new Set();
+      this.goneWatchers.set(peerHex, set);
+    }
     set.add(watcher);
   }
 

@@ -4,7 +4,7 @@
 import type { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { TsNode } from '../../harness/tailscale.ts';
-import { Fleet, percentile, waitUntil } from './fleet.ts';
+import { type Fleet, percentile, waitUntil } from './fleet.ts';
 import type { SimDerp } from './sim-derp.ts';
 import { SimNode } from './sim-node.ts';
 import { lost, registrations } from './snapshot.ts';

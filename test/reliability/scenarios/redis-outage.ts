@@ -31,7 +31,8 @@ export async function runRedisOutage(opts: { nodes: number; outageSeconds: numbe
     await admin.createUser(who, 'fleet');
     const authKey = (await admin.createPreAuthKey(who, { user: 'fleet', reusable: true, expiresInSeconds: 86_400 })).key;
     const serverPublic = await serverKey(image.url);
-    const late = (lateNode = new SimNode({ port: image.port, serverPublic, hostname: 'late' }));
+    const late = new SimNode({ port: image.port, serverPublic, hostname: 'late' });
+    lateNode = late;
     progress(`joining ${opts.nodes} simulated nodes`);
     fleet = new Fleet({ port: image.port, serverPublic, count: opts.nodes });
     await fleet.join(authKey, 16, 300_000);

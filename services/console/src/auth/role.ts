@@ -18,8 +18,3 @@ export async function requireAdmin(ctx: Context, next: Next): Promise<void> {
   if (viewer.role !== 'admin') throw new PageError(403, READ_ONLY_TITLE, readOnlyMessage(viewer.username));
   await next();
 }
-
-/** Whether the viewer may change things; pages use it to leave out buttons an auditor could not use. */
-export function canChange(ctx: Context): boolean {
-  return (ctx.state as ConsoleState).viewer?.role === 'admin';
-}

@@ -9,6 +9,7 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { AdminError } from '../../../../shared/admin-client.ts';
+import type { NodeView } from '../../../../shared/model.ts';
 import type { ConsoleState } from '../auth/require-session.ts';
 import { requireAdmin } from '../auth/role.ts';
 import { PageError } from '../errors.ts';
@@ -39,7 +40,7 @@ export function machinesRoutes(router: Router, d: NetworkDeps): void {
 
   const showMachine = async (ctx: Context, id: number, error: string | null = null): Promise<string> => {
     const who = actorOf(ctx);
-    let node;
+    let node: NodeView;
     try {
       node = await d.admin.getNode(who, id);
     } catch (e) {

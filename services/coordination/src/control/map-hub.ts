@@ -75,7 +75,10 @@ export class MapHub {
   open(node: NodeRecord, res: Http2ServerResponse, compress: boolean): MapSession {
     const session = new MapSession(node.id, res, compress);
     let set = this.sessions.get(node.id);
-    if (!set) this.sessions.set(node.id, (set = new Set()));
+    if (!set) {
+      set = new Set();
+      this.sessions.set(node.id, set);
+    }
     set.add(session);
     session.onClose = () => this.closed(session);
     session.sendJson(this.fullMapJson(node));

@@ -9,7 +9,7 @@ import { HseError } from '../../../../shared/errors.ts';
 import { normaliseKey } from '../../../../shared/keys.ts';
 import type { Logger } from '../../../../shared/log.ts';
 import { redact } from '../../../../shared/log.ts';
-import type { NodeRecord, PendingAuth, UserRecord } from '../../../../shared/model.ts';
+import type { NodeRecord, PendingAuth, PreAuthKeyRecord, UserRecord } from '../../../../shared/model.ts';
 import { isExpired } from '../map/map-builder.ts';
 import type { Store } from '../state/store.ts';
 import type { Tailnet } from '../state/tailnet.ts';
@@ -162,7 +162,7 @@ export class Registrar {
 
   private async withAuthKey(call: RegisterCall, nodeKey: string, authKey: string, expiry: Date | null): Promise<RegisterResponse> {
     const { req, machineKey, clientIp } = call;
-    let key;
+    let key: PreAuthKeyRecord;
     try {
       key = await this.d.store.usePreAuthKey(authKey);
     } catch (e) {
@@ -226,7 +226,7 @@ export class Registrar {
     const deadline = Date.now() + FOLLOWUP_HOLD_MS;
     while (!signal.aborted && Date.now() < deadline) {
       const p = await this.d.store.getPending(authId);
-      if (!p || p.status !== 'pending') return p;
+      if (p?.status !== 'pending') return p;
       await new Promise<void>((resolve) => {
         const done = () => {
           clearTimeout(timer);

@@ -6,7 +6,6 @@
 //   <- s                      (the client learned our static key from GET /key)
 //   -> e, es, s, ss           (initiation)
 //   <- e, ee, se              (response)
-import type { KeyObject } from 'node:crypto';
 import { MIN_CAP_VERSION } from '../tailcfg/capver.ts';
 import { AuthError } from './aead.ts';
 import type { CipherState } from './cipher-state.ts';

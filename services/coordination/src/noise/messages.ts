@@ -61,7 +61,11 @@ export function parseInitiation(buf: Uint8Array): Initiation {
     throw new HandshakeError(`handshake initiation declares a ${len}-byte payload, want ${INITIATION_PAYLOAD_LEN}`, 'wrong handshake initiation length');
   }
   let o = INITIATION_HEADER_LEN;
-  const take = (n: number) => Buffer.from(b.subarray(o, (o += n)));
+  const take = (n: number) => {
+    const part = Buffer.from(b.subarray(o, o + n));
+    o += n;
+    return part;
+  };
   return { capVersion: b.readUInt16BE(0), ephemeral: take(KEY_LEN), sealedStatic: take(KEY_LEN + TAG_LEN), tag: take(TAG_LEN) };
 }
 

@@ -57,7 +57,7 @@ function readWebsocket(req: IncomingMessage): UpgradeRequest {
   if (header(req, 'sec-websocket-version') !== '13') throw new UpgradeRefused(400, 'unsupported websocket version; want Sec-WebSocket-Version: 13');
   const key = header(req, 'sec-websocket-key');
   const keyBytes = decodeStdBase64(key);
-  if (!keyBytes || keyBytes.length !== 16) throw new UpgradeRefused(400, 'invalid Sec-WebSocket-Key');
+  if (keyBytes?.length !== 16) throw new UpgradeRefused(400, 'invalid Sec-WebSocket-Key');
   const protocols = header(req, 'sec-websocket-protocol')
     .split(',')
     .map((p) => p.trim());

@@ -21,7 +21,7 @@ import { earlyPayload } from './early-payload.ts';
 import { respondToInitiation, type HandshakeResult } from './handshake.ts';
 import { takeOverRequestSocket } from '../../../../shared/http-takeover.ts';
 import { HandshakeError, writeError } from './messages.ts';
-import { readUpgradeRequest, UPGRADE_TOKEN, UpgradeRefused, type UpgradeRequest } from './upgrade-request.ts';
+import { readUpgradeRequest, UPGRADE_TOKEN, type UpgradeRefused, type UpgradeRequest } from './upgrade-request.ts';
 import { WebSocketStream } from '../../../../shared/websocket/stream.ts';
 import { pairFromPrivate, privateKeyFromRaw, type X25519Pair } from './x25519.ts';
 
@@ -51,7 +51,10 @@ const STATUS_TEXT: Record<number, string> = { 400: 'Bad Request', 405: 'Method N
 const keyCache = new WeakMap<Buffer, X25519Pair>();
 function serverPair(raw: Buffer): X25519Pair {
   let pair = keyCache.get(raw);
-  if (!pair) keyCache.set(raw, (pair = pairFromPrivate(privateKeyFromRaw(raw) as KeyObject)));
+  if (!pair) {
+    pair = pairFromPrivate(privateKeyFromRaw(raw) as KeyObject);
+    keyCache.set(raw, pair);
+  }
   return pair;
 }
 

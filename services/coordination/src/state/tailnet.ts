@@ -53,11 +53,6 @@ export class Tailnet extends EventEmitter<TailnetEvents> {
     await this.resync();
   }
 
-  nodeByKey(nodeKey: string): NodeRecord | undefined {
-    for (const n of this.nodes.values()) if (n.nodeKey === nodeKey) return n;
-    return undefined;
-  }
-
   private enqueue(task: () => Promise<void>): void {
     this.queue = this.queue.then(task).catch((e: Error) => this.log.warn('could not apply a state change; will resync', { error: e.message }));
   }
