@@ -9,7 +9,7 @@
 // one-line reason stays at the end of its log.
 //
 // Settings come from the environment pm2 is started with; an `.env` file next to this one fills in what that
-// environment does not set. The two checks below (is HSE_REDIS_URL set, is HSE_DERP_MODE public) only choose which
+// environment does not set. The checks below (is an external Redis set, is HSE_DERP_MODE public) only choose which
 // processes exist; every process still validates all settings itself through shared/config.ts.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -67,7 +67,8 @@ export const apps = [];
 // The embedded Redis: run.sh writes redis.conf (a short Node step) and then execs redis-server, so the app's process
 // is Redis itself and pm2's stop signal reaches it directly. No tree kill: the only children Redis has are its own
 // AOF-rewrite forks, which Redis manages; signalling them too would abort a rewrite mid-way.
-if (setting('HSE_REDIS_URL') === '') apps.push(app('redis', 'services/redis/run.sh', { interpreter: '/bin/sh', treekill: false }));
+if (setting('HSE_REDIS_URL') === '' && setting('HSE_REDIS_SENTINELS') === '')
+  apps.push(app('redis', 'services/redis/run.sh', { interpreter: '/bin/sh', treekill: false }));
 apps.push(app('router', 'router/src/main.ts'));
 apps.push(app('coordination', 'services/coordination/src/main.ts'));
 apps.push(app('console', 'services/console/src/main.ts'));

@@ -51,6 +51,13 @@ export interface Config {
   dataDir: string;
   runDir: string;
   redisUrl: string | null;
+  /** Redis Sentinel: the sentinels to ask for the current primary (HSE_REDIS_SENTINELS), and the primary's name. */
+  redisSentinels: { host: string; port: number }[];
+  redisSentinelName: string;
+  /** Password of the Redis primary/replicas (HSE_REDIS_PASSWORD, for Sentinel setups; a redis:// URL carries its own). */
+  redisPassword: string | null;
+  /** Replicas that must confirm a registration or key before it is acknowledged (HSE_REDIS_WAIT_REPLICAS; 0 = no WAIT). */
+  redisWaitReplicas: number;
   consoleUser: string;
   consolePassword: string | null;
   consolePasswordFile: string | null;
@@ -115,6 +122,29 @@ function positiveInt(env: Env, name: string, dflt: number, max: number): number 
     throw new ConfigError(name, `"${v}" is not a whole number from 1 to ${max}`);
   }
   return Number(v);
+}
+
+function nonNegativeInt(env: Env, name: string, dflt: number, max: number): number {
+  const v = get(env, name);
+  if (v === undefined) return dflt;
+  if (!/^\d+$/.test(v) || Number(v) > max) throw new ConfigError(name, `"${v}" is not a whole number from 0 to ${max}`);
+  return Number(v);
+}
+
+/** HSE_REDIS_SENTINELS: "host:port, host:port, ..." ([v6]:port for IPv6); port defaults to 26379. */
+function redisSentinels(env: Env): { host: string; port: number }[] {
+  const name = 'HSE_REDIS_SENTINELS';
+  const v = get(env, name);
+  if (v === undefined) return [];
+  const out: { host: string; port: number }[] = [];
+  for (const entry of splitList(v)) {
+    const m = /^(?:\[([0-9a-fA-F:.]+)\]|([A-Za-z0-9.-]+))(?::(\d{1,5}))?$/.exec(entry);
+    const port = m?.[3] === undefined ? 26379 : Number(m[3]);
+    if (!m || port < 1 || port > 65535) throw new ConfigError(name, `"${entry}" is not host:port (for example sentinel-1:26379 or [2001:db8::5]:26379)`);
+    out.push({ host: m[1] ?? m[2], port });
+  }
+  if (out.length === 0) throw new ConfigError(name, 'is empty; list the sentinels as host:port, separated by commas');
+  return out;
 }
 
 function bindAddress(env: Env, name: string, dflt: string): string {
@@ -243,6 +273,14 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
       throw new ConfigError('HSE_REDIS_URL', `"${redisUrl}" must start with redis://, rediss:// or unix://`);
     }
   }
+  const sentinels = redisSentinels(env);
+  if (sentinels.length > 0 && redisUrl !== null) {
+    throw new ConfigError('HSE_REDIS_SENTINELS', 'set either HSE_REDIS_URL (one Redis) or HSE_REDIS_SENTINELS (Sentinel finds the primary), not both');
+  }
+  const sentinelName = get(env, 'HSE_REDIS_SENTINEL_NAME') ?? 'mymaster';
+  if (!/^[A-Za-z0-9._-]{1,64}$/.test(sentinelName)) {
+    throw new ConfigError('HSE_REDIS_SENTINEL_NAME', `"${sentinelName}" is not a Sentinel master name (letters, digits, . _ -)`);
+  }
   const logLevel = (get(env, 'HSE_LOG_LEVEL') ?? 'info').toLowerCase() as LogLevel;
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError('HSE_LOG_LEVEL', `"${logLevel}" is not one of ${LOG_LEVELS.join(', ')}`);
   const baseDomain = (get(env, 'HSE_BASE_DOMAIN') ?? 'hse.internal').toLowerCase().replace(/\.$/, '');
@@ -300,6 +338,10 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
     dataDir,
     runDir,
     redisUrl,
+    redisSentinels: sentinels,
+    redisSentinelName: sentinelName,
+    redisPassword: get(env, 'HSE_REDIS_PASSWORD') ?? null,
+    redisWaitReplicas: nonNegativeInt(env, 'HSE_REDIS_WAIT_REPLICAS', 0, 16),
     consoleUser,
     consolePassword: get(env, 'HSE_CONSOLE_PASSWORD') ?? null,
     consolePasswordFile: get(env, 'HSE_CONSOLE_PASSWORD_FILE') ?? null,

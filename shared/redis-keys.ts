@@ -37,6 +37,10 @@ export const K = {
   ipSeq: 'hse:seq:ip',
   /** Hash: node id -> online presence JSON (which instance, since when). */
   presence: 'hse:presence',
+  /** String: the public half of the tailnet's Noise key, set by the first instance (shared/key-agreement.ts). */
+  tailnetNoiseKey: 'hse:keys:noise',
+  /** String with a TTL: which coordination process runs the once-only housekeeping (state/housekeeping.ts). */
+  leaseHousekeeping: 'hse:lease:housekeeping',
   /** Pub/sub channel: every state change, as JSON ChangeEvent. */
   changes: 'hse:changes',
   /** Console: session prefix, accounts hash, rate-limit prefix. */

@@ -1,5 +1,7 @@
 // Redis connections. The embedded server listens on a Unix socket in the run directory; HSE_REDIS_URL points at an
-// external one instead. Connections retry forever with a capped backoff so a Redis restart heals on its own.
+// external one instead; HSE_REDIS_SENTINELS lets Redis Sentinel say which server is the primary (ioredis asks the
+// sentinels, follows a failover and reconnects to the new primary by itself). Connections retry forever with a capped
+// backoff so a Redis restart heals on its own.
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
@@ -14,6 +16,21 @@ export function redisOptions(cfg: Config): { url: string | null; options: RedisO
     enableOfflineQueue: true,
     connectionName: undefined,
   };
+  if (cfg.redisSentinels.length > 0) {
+    return {
+      url: null,
+      options: {
+        ...options,
+        sentinels: cfg.redisSentinels,
+        name: cfg.redisSentinelName,
+        role: 'master',
+        password: cfg.redisPassword ?? undefined,
+        // A primary that was demoted answers READONLY; reconnecting makes ioredis ask the sentinels again.
+        reconnectOnError: (e) => /READONLY/.test(e.message),
+        sentinelRetryStrategy: (times) => Math.min(times * 200, 2000),
+      },
+    };
+  }
   if (cfg.redisUrl === null) return { url: null, options: { ...options, path: redisSocket(cfg) } };
   const u = new URL(cfg.redisUrl);
   if (u.protocol === 'unix:') return { url: null, options: { ...options, path: u.pathname } };

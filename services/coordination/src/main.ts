@@ -6,9 +6,11 @@ import crypto from 'node:crypto';
 import type http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { ActivityLog, activityLimits } from '../../../shared/activity.ts';
+import { agreeOnKey } from '../../../shared/key-agreement.ts';
 import { formatKey } from '../../../shared/keys.ts';
 import { adminSocket, listenOnSocket, serviceSocket } from '../../../shared/paths.ts';
 import { connectRedis } from '../../../shared/redis.ts';
+import { K } from '../../../shared/redis-keys.ts';
 import { createServiceServer, runService } from '../../../shared/service.ts';
 import { createAdminServer } from './admin/admin-server.ts';
 import { serveControlConnection } from './control/h2-server.ts';
@@ -17,6 +19,7 @@ import { Registrar } from './control/register.ts';
 import { handleKey } from './key-endpoint.ts';
 import { loadOrCreateServerKey } from './noise/server-key.ts';
 import { handleControlUpgrade } from './noise/upgrade.ts';
+import { Housekeeping } from './state/housekeeping.ts';
 import { Store } from './state/store.ts';
 import { Tailnet } from './state/tailnet.ts';
 
@@ -29,8 +32,9 @@ runService('coordination', async ({ cfg, log }) => {
 
   const redis = connectRedis(cfg, log, 'coordination');
   const sub = connectRedis(cfg, log, 'coordination-sub');
-  const store = new Store(redis);
+  const store = new Store(redis, { waitReplicas: cfg.redisWaitReplicas });
   const activity = new ActivityLog(redis, activityLimits(cfg));
+  await agreeOnKey(redis, log, { redisKey: K.tailnetNoiseKey, what: 'Noise key', file: serverKey.file, publicHex: serverKey.publicKey.toString('hex') });
   const tailnet = new Tailnet(store, sub, log.child('state'));
   const instance = crypto.randomBytes(4).toString('hex');
   const hub = new MapHub(cfg, tailnet, store, log.child('map'), instance);
@@ -80,9 +84,15 @@ runService('coordination', async ({ cfg, log }) => {
 
   await tailnet.start();
   hub.start();
-  const pruneNow = () => activity.prune().catch((e: Error) => log.warn('activity log prune failed', { error: e.message }));
-  void pruneNow();
-  const pruneTimer = setInterval(pruneNow, 3_600_000).unref();
+  const housekeeping = new Housekeeping({
+    store,
+    tailnet,
+    activity,
+    log: log.child('housekeeping'),
+    holder: `${instance}:coordination:${process.pid}`,
+    ephemeralTimeoutSeconds: cfg.ephemeralTimeoutSeconds,
+  });
+  housekeeping.start();
   await listenOnSocket(server, serviceSocket(cfg, 'coordination'));
   await listenOnSocket(admin, adminSocket(cfg));
   log.info('listening', {
@@ -96,7 +106,7 @@ runService('coordination', async ({ cfg, log }) => {
   return {
     inFlight: () => ({ streams: hub.streamCount }),
     async stop(deadline) {
-      clearInterval(pruneTimer);
+      await housekeeping.stop();
       // Streams end first: clients reconnect to whichever instance answers next, and their offline marks reach Redis.
       hub.closeAll();
       // Noise connections are upgraded sockets the HTTP server no longer answers for; they end with the process.

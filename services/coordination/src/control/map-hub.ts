@@ -8,12 +8,11 @@ import type { Logger } from '../../../../shared/log.ts';
 import type { NodeRecord } from '../../../../shared/model.ts';
 import { buildDerpMap } from '../map/derp-map.ts';
 import { fullMap, profilesFor, toPeerChange, toTailNode, userProfile, type MapContext } from '../map/map-builder.ts';
+import { PRESENCE_REFRESH_MS, PRESENCE_TTL_MS } from '../state/housekeeping.ts';
 import type { Store } from '../state/store.ts';
 import type { Tailnet } from '../state/tailnet.ts';
 import { MapSession } from './map-session.ts';
 
-const PRESENCE_REFRESH_MS = 30_000;
-const PRESENCE_TTL_MS = 90_000;
 const EXPIRY_CHECK_MS = 15_000;
 
 export class MapHub {
@@ -57,6 +56,9 @@ export class MapHub {
       for (const set of this.sessions.values()) for (const s of set) s.userProfiles([userProfile(u)]);
     });
     this.timers.push(setInterval(() => void this.refreshPresence(), PRESENCE_REFRESH_MS).unref());
+    // After a Redis outage, renew at once: entries may have run out meanwhile, and the housekeeping sweep must find
+    // the nodes this instance still serves renewed before it looks (state/housekeeping.ts).
+    this.store.redis.on('ready', () => void this.refreshPresence());
     this.timers.push(setInterval(() => this.checkExpiries(), EXPIRY_CHECK_MS).unref());
     // Ephemeral nodes left offline by a previous run are collected like ones that just disconnected.
     for (const n of this.tailnet.nodes.values()) if (n.ephemeral && !this.tailnet.online.has(n.id)) this.scheduleEphemeral(n);

@@ -54,11 +54,40 @@ function parse<T>(s: string | null | undefined): T | null {
   return JSON.parse(s) as T;
 }
 
+export interface StoreOptions {
+  /**
+   * HSE_REDIS_WAIT_REPLICAS: replicas that must have a registration, a node change or a key before it is acknowledged.
+   * Redis replicates asynchronously, so a primary that dies right after answering can take the last writes with it
+   * when Sentinel promotes a replica; WAIT closes that window for the writes a client is told about.
+   */
+  waitReplicas?: number;
+  /** How long WAIT may take before the caller is told to retry (the write stays on the primary). */
+  waitTimeoutMs?: number;
+}
+
 export class Store {
   readonly redis: Redis;
   private readonly locks = new Map<number, Promise<void>>();
-  constructor(redis: Redis) {
+  private readonly waitReplicas: number;
+  private readonly waitTimeoutMs: number;
+  constructor(redis: Redis, opts: StoreOptions = {}) {
     this.redis = redis;
+    this.waitReplicas = opts.waitReplicas ?? 0;
+    this.waitTimeoutMs = opts.waitTimeoutMs ?? 2000;
+  }
+
+  /**
+   * With HSE_REDIS_WAIT_REPLICAS set: waits until that many replicas have every write this connection made, or
+   * refuses with a retryable 503 (the client retries; registering again is idempotent by machine key).
+   */
+  private async replicated(): Promise<void> {
+    if (this.waitReplicas === 0) return;
+    const acked = (await this.redis.call('WAIT', String(this.waitReplicas), String(this.waitTimeoutMs))) as number;
+    if (acked < this.waitReplicas) {
+      throw new HseError(503, `the change is not yet on ${this.waitReplicas} Redis replica(s) (${acked} confirmed); retrying shortly is safe`, {
+        retryAfter: 2,
+      });
+    }
   }
 
   async publish(e: ChangeEvent): Promise<void> {
@@ -90,6 +119,7 @@ export class Store {
     if ((await this.redis.hsetnx(K.userByName, n, String(id))) === 0) throw new HseError(409, `user "${n}" already exists`);
     const u: UserRecord = { id, name: n, displayName: displayName?.trim() || n, created: new Date().toISOString() };
     await this.redis.hset(K.users, String(id), JSON.stringify(u));
+    await this.replicated();
     await this.publish({ kind: 'user.change', userId: id });
     return u;
   }
@@ -212,6 +242,7 @@ export class Store {
       await this.redis.multi().hdel(K.nodeByMachineKey, node.machineKey).hdel(K.nodeByIPv4, ipv4).hdel(K.nodeByName, givenName).exec();
       throw new HseError(409, `no user with id ${node.userId} (it was deleted); ask an administrator for a new key`);
     }
+    await this.replicated();
     await this.publish({ kind: 'node.upsert', nodeId: id, full: true });
     return node;
   }
@@ -224,6 +255,7 @@ export class Store {
     const m = this.redis.multi().hset(K.nodes, String(node.id), JSON.stringify(node));
     if (node.nodeKey !== prev.nodeKey) m.hdel(K.nodeByNodeKey, prev.nodeKey).hset(K.nodeByNodeKey, node.nodeKey, String(node.id));
     await m.exec();
+    await this.replicated();
     if (node.nodeKey !== prev.nodeKey) {
       await this.publish({ kind: 'node.keyrotate', nodeId: node.id, oldNodeKey: prev.nodeKey, nodeKey: node.nodeKey });
     }
@@ -313,6 +345,7 @@ export class Store {
       createdBy: opts.createdBy,
     };
     await this.redis.multi().hset(K.preAuthKeys, String(id), JSON.stringify(record)).hset(K.preAuthKeyByPrefix, prefix, String(id)).exec();
+    await this.replicated();
     return { key, record };
   }
 
@@ -405,6 +438,23 @@ export class Store {
 
   async clearPresence(nodeId: number): Promise<void> {
     await this.redis.hdel(K.presence, String(nodeId));
+  }
+
+  /** Presence entries whose time ran out (their instance stopped refreshing them: it died or lost Redis). */
+  async expiredPresence(now = Date.now()): Promise<{ nodeId: number; entry: string; until: number }[]> {
+    const all = await this.redis.hgetall(K.presence);
+    const out: { nodeId: number; entry: string; until: number }[] = [];
+    for (const [id, v] of Object.entries(all)) {
+      const until = Number(v.split(':').pop());
+      if (!(until > now)) out.push({ nodeId: Number(id), entry: v, until: Number.isFinite(until) ? until : now });
+    }
+    return out;
+  }
+
+  /** Removes a presence entry only if it still is `entry` (not refreshed meanwhile by an instance that has the node). */
+  async clearPresenceIf(nodeId: number, entry: string): Promise<boolean> {
+    const lua = "if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end return 0";
+    return (await this.redis.eval(lua, 1, K.presence, String(nodeId), entry)) === 1;
   }
 
   /** Node ids whose presence has not expired. */
