@@ -90,6 +90,10 @@ export interface Node {
   Online?: boolean;
   MachineAuthorized: boolean;
   Expired?: boolean;
+  /** Routes this peer is the primary router for (subnet routes only; exit routes are never primaried). */
+  PrimaryRoutes?: string[];
+  Tags?: string[];
+  CapMap?: NodeCapMap;
 }
 
 export interface PeerChange {
@@ -134,9 +138,88 @@ export interface DERPMap {
   omitDefaultRegions?: boolean;
 }
 
+/** tailcfg.PortRange: inclusive; {First: 0, Last: 65535} = every port. */
+export interface PortRange {
+  First: number;
+  Last: number;
+}
+
+/** tailcfg.NetPortRange: IP is "*", an address, a CIDR or an inclusive range "a-b" (the same forms as SrcIPs). */
+export interface NetPortRange {
+  IP: string;
+  Ports: PortRange;
+}
+
+/**
+ * tailcfg.PeerCapMap: application capability name → its values (JSON values; null when the capability carries none).
+ * Clients hand these to applications (Taildrive, the web UI, a service doing WhoIs) for a connecting peer.
+ */
+export type PeerCapMap = Record<string, unknown[] | null>;
+
+/** tailcfg.NodeCapMap: the node's own capabilities ("https://tailscale.com/cap/ssh", "drive:share", …) → values or null. */
+export type NodeCapMap = Record<string, unknown[] | null>;
+
+/**
+ * tailcfg.CapGrant: capabilities the sources of its FilterRule get towards the destinations in Dsts (prefixes such
+ * as "100.64.0.1/32"). A client reads them with Filter.CapsWithValues(srcIP, dstIP).
+ */
+export interface CapGrant {
+  Dsts: string[];
+  CapMap: PeerCapMap;
+}
+
+/**
+ * tailcfg.FilterRule, evaluated by the receiving client (wgengine/filter): a packet from an address in SrcIPs to a
+ * destination and port in DstPorts is admitted when its protocol is in IPProto. SrcIPs entries: "*", an address, a
+ * CIDR, or an inclusive range "a-b". IPProto absent or empty = TCP, UDP, ICMPv4 and ICMPv6. A rule carries either
+ * DstPorts (network access) or CapGrant (application capabilities), never both.
+ */
 export interface FilterRule {
   SrcIPs: string[];
-  DstPorts: { IP: string; Ports: { First: number; Last: number } }[];
+  DstPorts?: NetPortRange[];
+  IPProto?: number[];
+  CapGrant?: CapGrant[];
+}
+
+/**
+ * tailcfg.SSHPolicy: the rules a node's Tailscale SSH server applies to an incoming connection, first match wins.
+ * JSON field names are lower camel case on the wire (unlike most of tailcfg).
+ */
+export interface SSHPolicy {
+  rules: SSHRule[];
+}
+
+/**
+ * tailcfg.SSHRule. sshUsers maps the requested SSH user (or "*") to the local user: "=" means the same name, "" means
+ * the rule does not match that user (how "root" is kept out when only non-root users are allowed).
+ */
+export interface SSHRule {
+  ruleExpires?: string;
+  principals: SSHPrincipal[];
+  sshUsers: Record<string, string>;
+  action: SSHAction;
+  acceptEnv?: string[];
+}
+
+/** tailcfg.SSHPrincipal: matches a connection by any one field. */
+export interface SSHPrincipal {
+  node?: string;
+  nodeIP?: string;
+  userLogin?: string;
+  any?: boolean;
+}
+
+/** tailcfg.SSHAction: at most one outcome field set. */
+export interface SSHAction {
+  message?: string;
+  reject?: boolean;
+  accept?: boolean;
+  /** Nanoseconds (Go time.Duration). */
+  sessionDuration?: number;
+  allowAgentForwarding?: boolean;
+  holdAndDelegate?: string;
+  allowLocalPortForwarding?: boolean;
+  allowRemotePortForwarding?: boolean;
 }
 
 export interface DNSConfig {
@@ -157,6 +240,7 @@ export interface MapResponse {
   Domain?: string;
   CollectServices?: boolean;
   PacketFilter?: FilterRule[];
+  SSHPolicy?: SSHPolicy;
   UserProfiles?: UserProfile[];
   ControlTime?: string;
   Debug?: { DisableLogTail?: boolean };
