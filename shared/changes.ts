@@ -7,7 +7,8 @@ export type ChangeEvent =
   | { kind: 'node.online'; nodeId: number; online: boolean; lastSeen: string }
   | { kind: 'node.keyrotate'; nodeId: number; oldNodeKey: string; nodeKey: string }
   | { kind: 'user.change'; userId: number }
-  | { kind: 'pending.change'; authId: string };
+  | { kind: 'pending.change'; authId: string }
+  | { kind: 'policy.change'; version: number };
 
 export function encodeChange(e: ChangeEvent): string {
   return JSON.stringify(e);

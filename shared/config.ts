@@ -65,6 +65,14 @@ export interface Config {
   logLevel: LogLevel;
   activityRetentionDays: number;
   activityMaxEntries: number;
+  /**
+   * HSE_POLICY_FILE: the tailnet policy is this HuJSON file, reloaded when it changes (a refused version keeps the
+   * previous policy); the console shows it read-only and the CLI/API refuse to set it. Null = the policy is kept in
+   * Redis and edited in the console, the CLI or the API.
+   */
+  policyFile: string | null;
+  /** HSE_TAILDROP: Taildrop (tailscale file cp) between a user's own devices; off = nowhere, whatever the policy. */
+  taildrop: boolean;
   /** Seconds an ephemeral node may stay disconnected before it is deleted. */
   ephemeralTimeoutSeconds: number;
   /** TLS mode: certificate files given by the operator, or ACME. */
@@ -350,6 +358,8 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
     activityRetentionDays: positiveInt(env, 'HSE_ACTIVITY_RETENTION_DAYS', 90, 3650),
     activityMaxEntries: positiveInt(env, 'HSE_ACTIVITY_MAX_ENTRIES', 100_000, 10_000_000),
     ephemeralTimeoutSeconds: positiveInt(env, 'HSE_EPHEMERAL_TIMEOUT', 120, 86_400 * 30),
+    taildrop: bool(env, 'HSE_TAILDROP', true),
+    policyFile: get(env, 'HSE_POLICY_FILE') === undefined ? null : path.resolve(cwd, get(env, 'HSE_POLICY_FILE') as string),
     tlsCertFile: certFile,
     tlsKeyFile: keyFile,
     acmeDirectoryUrl,

@@ -42,6 +42,14 @@ export interface NodeRecord {
   /** Pre-auth key id used, or null (interactive / CLI approval). */
   authKeyId: number | null;
   registeredBy: 'authkey' | 'interactive';
+  /**
+   * The node's tags ("tag:server"). Non-empty = the node is owned by its tags, not by a person (Tailscale's
+   * semantics): the policy sees it as its tags, autogroup:member does not include it. `userId` still records who
+   * registered it. Records stored before tags existed have none.
+   */
+  tags: string[];
+  /** Routes (CIDR prefixes, 0.0.0.0/0 + ::/0 = exit node) an operator or an autoApprovers rule approved. */
+  approvedRoutes: string[];
 }
 
 export interface PreAuthKeyRecord {
@@ -53,6 +61,8 @@ export interface PreAuthKeyRecord {
   userId: number;
   reusable: boolean;
   ephemeral: boolean;
+  /** Tags a node registered with this key gets (it is then owned by them, not by the key's user). */
+  tags: string[];
   /** Single-use keys: set once used. */
   used: boolean;
   created: string;
@@ -90,4 +100,16 @@ export interface NodeView extends NodeRecord {
 export interface PreAuthKeyView extends Omit<PreAuthKeyRecord, 'hash'> {
   user: string;
   expired: boolean;
+}
+
+// ---- node rules -------------------------------------------------------------------------------------------------
+
+/** A node whose key expiry has passed must log in again; null expiry = never expires. */
+export function isExpired(n: Pick<NodeRecord, 'expiry'>, now = Date.now()): boolean {
+  return n.expiry !== null && Date.parse(n.expiry) <= now;
+}
+
+/** The node's MagicDNS name with the trailing dot clients expect: "<given name>.<base domain>.". */
+export function nodeFqdn(baseDomain: string, n: Pick<NodeRecord, 'givenName'>): string {
+  return `${n.givenName}.${baseDomain}.`;
 }

@@ -37,6 +37,12 @@ export const K = {
   ipSeq: 'hse:seq:ip',
   /** Hash: node id -> online presence JSON (which instance, since when). */
   presence: 'hse:presence',
+  /** Hash: policy version -> {version, text, actor, ip, time, note} (the last 100; state/policy-store.ts). */
+  policyVersions: 'hse:policy:versions',
+  /** String: the version in force (absent = no policy saved: allow-all). */
+  policyCurrent: 'hse:policy:current',
+  /** Counter: the last policy version number. */
+  policySeq: 'hse:seq:policy',
   /** String: the public half of the tailnet's Noise key, set by the first instance (shared/key-agreement.ts). */
   tailnetNoiseKey: 'hse:keys:noise',
   /** String with a TTL: which coordination process runs the once-only housekeeping (state/housekeeping.ts). */

@@ -34,6 +34,8 @@ function node(over: Partial<NodeView>): NodeView {
     ephemeral: false,
     authKeyId: 1,
     registeredBy: 'authkey',
+    tags: [],
+    approvedRoutes: [],
     online: false,
     user: 'alice',
     fqdn: 'host.hse.internal',

@@ -5,7 +5,8 @@ import { parseConfig } from '../../shared/config.ts';
 import type { NodeRecord } from '../../shared/model.ts';
 import { decodeMapFrames, encodeJsonFrame, encodeMapFrame } from '../../services/coordination/src/control/map-frame.ts';
 import { buildDerpMap } from '../../services/coordination/src/map/derp-map.ts';
-import { ALLOW_ALL, fullMap, toTailNode, type MapContext } from '../../services/coordination/src/map/map-builder.ts';
+import { fullMapHead, type MapContext, profilesFor, toTailNode } from '../../services/coordination/src/map/map-builder.ts';
+import { allowAllPolicy } from '../../services/coordination/src/policy/index.ts';
 
 const cfg = parseConfig({ HSE_PUBLIC_URL: 'https://vpn.example.com', HSE_TLS: 'off', HSE_DATA_DIR: '/tmp/hse-unit' });
 
@@ -30,6 +31,8 @@ const node = (id: number, over: Partial<NodeRecord> = {}): NodeRecord => ({
   ephemeral: false,
   authKeyId: 1,
   registeredBy: 'authkey',
+  tags: [],
+  approvedRoutes: [],
   ...over,
 });
 
@@ -56,7 +59,8 @@ test('frames round-trip, compressed and not, whatever the JSON', (t) => {
 test('the first map carries Node, DERPMap, allow-all filter, profiles and the MagicDNS domain', (t) => {
   const self = node(1);
   const peer = node(2);
-  const m = fullMap(ctx, self, [peer], [toTailNode(ctx, peer)]);
+  const policy = allowAllPolicy({ nodes: [self, peer], users: [{ id: 1, name: 'alice', email: null, idpGroups: [] }] });
+  const m = { ...fullMapHead(ctx, toTailNode(ctx, self, undefined, {}), policy, self, profilesFor(ctx, self, [peer])), Peers: [toTailNode(ctx, peer)] };
   t.is(m.Node!.Name, 'host1.hse.internal.');
   t.deepEqual(m.Node!.Addresses, ['100.64.0.1/32', 'fd7a:115c:a1e0::1/128']);
   t.true(m.Node!.MachineAuthorized);
@@ -64,7 +68,8 @@ test('the first map carries Node, DERPMap, allow-all filter, profiles and the Ma
   t.is(m.Node!.LastSeen, undefined, 'no LastSeen for an online node');
   t.is(m.Peers![0].Online, false);
   t.is(m.Peers![0].LastSeen, '2026-01-02T00:00:00.000Z');
-  t.deepEqual(m.PacketFilter, ALLOW_ALL);
+  t.deepEqual(m.PacketFilter, policy.filterFor(1));
+  t.is(m.PacketFilter![0].SrcIPs[0], '*', 'no policy: everyone may reach this node');
   t.deepEqual(m.UserProfiles, [{ ID: 1, LoginName: 'alice', DisplayName: 'Alice' }]);
   t.is(m.Domain, 'hse.internal');
   const region = m.DERPMap!.Regions['900'];

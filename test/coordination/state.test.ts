@@ -32,6 +32,8 @@ function nodeFields(i: number, userId: number) {
     ephemeral: false,
     authKeyId: null,
     registeredBy: 'authkey' as const,
+    tags: [],
+    approvedRoutes: [],
   };
 }
 

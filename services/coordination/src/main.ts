@@ -15,11 +15,14 @@ import { createServiceServer, runService } from '../../../shared/service.ts';
 import { createAdminServer } from './admin/admin-server.ts';
 import { serveControlConnection } from './control/h2-server.ts';
 import { MapHub } from './control/map-hub.ts';
+import { LivePolicy } from './map/live-policy.ts';
+import { PolicySource } from './map/policy-source.ts';
 import { Registrar } from './control/register.ts';
 import { handleKey } from './key-endpoint.ts';
 import { loadOrCreateServerKey } from './noise/server-key.ts';
 import { handleControlUpgrade } from './noise/upgrade.ts';
 import { Housekeeping } from './state/housekeeping.ts';
+import { PolicyStore } from './state/policy-store.ts';
 import { Store } from './state/store.ts';
 import { Tailnet } from './state/tailnet.ts';
 
@@ -37,7 +40,9 @@ runService('coordination', async ({ cfg, log }) => {
   await agreeOnKey(redis, log, { redisKey: K.tailnetNoiseKey, what: 'Noise key', file: serverKey.file, publicHex: serverKey.publicKey.toString('hex') });
   const tailnet = new Tailnet(store, sub, log.child('state'));
   const instance = crypto.randomBytes(4).toString('hex');
-  const hub = new MapHub(cfg, tailnet, store, log.child('map'), instance);
+  const policySource = new PolicySource({ store: new PolicyStore(store), file: cfg.policyFile, log: log.child('policy') });
+  const policy = new LivePolicy({ tailnet, source: policySource, activity, log: log.child('policy'), options: { taildrop: cfg.taildrop } });
+  const hub = new MapHub({ cfg, tailnet, store, policy, log: log.child('map'), instance });
   const registrar = new Registrar({ cfg, activity, store, tailnet, log: log.child('register') });
   const controlDeps = { store, hub, registrar, log: log.child('control') };
 
@@ -83,6 +88,7 @@ runService('coordination', async ({ cfg, log }) => {
   const admin = createAdminServer({ cfg, activity, store, tailnet, hub, registrar, log: log.child('admin') });
 
   await tailnet.start();
+  await policy.start();
   hub.start();
   const housekeeping = new Housekeeping({
     store,
@@ -107,6 +113,7 @@ runService('coordination', async ({ cfg, log }) => {
     inFlight: () => ({ streams: hub.streamCount }),
     async stop(deadline) {
       await housekeeping.stop();
+      policy.stop();
       // Streams end first: clients reconnect to whichever instance answers next, and their offline marks reach Redis.
       hub.closeAll();
       // Noise connections are upgraded sockets the HTTP server no longer answers for; they end with the process.

@@ -6,10 +6,9 @@ import type { ActivityLog } from '../../../../shared/activity.ts';
 import type { Config } from '../../../../shared/config.ts';
 import { HseError, isStoreDown, statusOf } from '../../../../shared/errors.ts';
 import type { Logger } from '../../../../shared/log.ts';
-import type { NodeRecord, NodeView, PreAuthKeyRecord, PreAuthKeyView, UserRecord } from '../../../../shared/model.ts';
+import { isExpired, type NodeRecord, type NodeView, nodeFqdn, type PreAuthKeyRecord, type PreAuthKeyView, type UserRecord } from '../../../../shared/model.ts';
 import type { MapHub } from '../control/map-hub.ts';
 import type { Registrar } from '../control/register.ts';
-import { fqdn, isExpired } from '../map/map-builder.ts';
 import { invalidLabelReason } from '../state/names.ts';
 import type { Store } from '../state/store.ts';
 import type { Tailnet } from '../state/tailnet.ts';
@@ -72,7 +71,7 @@ export function createAdminServer(d: AdminDeps): http.Server {
     ...n,
     online: d.tailnet.online.has(n.id),
     user: d.tailnet.users.get(n.userId)?.name ?? `user-${n.userId}`,
-    fqdn: fqdn(d.cfg, n).replace(/\.$/, ''),
+    fqdn: nodeFqdn(d.cfg.baseDomain, n).replace(/\.$/, ''),
     expired: isExpired(n),
   });
   const keyView = (k: PreAuthKeyRecord): PreAuthKeyView => {

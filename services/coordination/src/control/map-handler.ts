@@ -87,9 +87,10 @@ export async function handleMap(
       res.end();
       return;
     }
-    res.end(encodeJsonFrame(deps.hub.fullMapJson(current), req.Compress === 'zstd'));
+    const json = await deps.hub.fullMapJson(current);
+    res.end(encodeJsonFrame(json, req.Compress === 'zstd'));
     return;
   }
   res.writeHead(200, { 'content-type': 'application/octet-stream' });
-  deps.hub.open(current, res, req.Compress === 'zstd');
+  await deps.hub.open(current, res, req.Compress === 'zstd');
 }

@@ -1,40 +1,73 @@
-// Fan-out of tailnet changes to the open map streams of this process, and the online state those streams imply.
-// Each peer's Node JSON is built once per change and spliced into every stream's message, so a join in a tailnet of
-// N nodes costs N small writes, not N node builds. Online/offline, ephemeral clean-up and key expiry are driven here
-// because they follow from streams opening, closing and time passing.
+// Fan-out of tailnet changes to the open map streams of this process, each stream getting the delta of its own view.
+//
+// A stream's view is what the compiled policy gives its node (map/live-policy.ts): its peers, its PacketFilter, its
+// SSH policy, its own CapMap, and per router the routes it may use. The hub remembers, per stream, the digest of the
+// view it last sent and the peers it sent; when the policy is recompiled (the policy or the tailnet changed) only
+// streams whose digest changed get a message — the peers that appeared (PeersChanged), disappeared (PeersRemoved) or
+// whose routes for this viewer changed, and the new filter or SSH policy — and streams not affected get nothing.
+// Changes that do not touch the policy (Hostinfo, endpoints, online state) go only to the streams that have that node
+// as a peer. Each peer's Node JSON is built once per change and per distinct set of routes shown, and spliced into
+// every stream's message.
+//
+// Online/offline, primary-route failover, ephemeral clean-up and key expiry are driven here because they follow from
+// streams opening, closing and time passing.
 import type { Http2ServerResponse } from 'node:http2';
 import type { Config } from '../../../../shared/config.ts';
 import type { Logger } from '../../../../shared/log.ts';
-import type { NodeRecord } from '../../../../shared/model.ts';
+import type { NodeRecord, UserRecord } from '../../../../shared/model.ts';
 import { buildDerpMap } from '../map/derp-map.ts';
-import { fullMap, profilesFor, toPeerChange, toTailNode, userProfile, type MapContext } from '../map/map-builder.ts';
+import type { LivePolicy } from '../map/live-policy.ts';
+import { fullMapHead, type MapContext, type NodeRoutes, profileOf, profilesFor, toPeerChange, toTailNode, userProfile } from '../map/map-builder.ts';
+import { effectiveRoutes, isExitNode, isExitPrefix, PrimaryRoutes } from '../map/routes.ts';
+import type { CompiledPolicy, ViewDigest } from '../policy/index.ts';
 import { PRESENCE_REFRESH_MS, PRESENCE_TTL_MS } from '../state/housekeeping.ts';
 import type { Store } from '../state/store.ts';
 import type { Tailnet } from '../state/tailnet.ts';
 import { MapSession } from './map-session.ts';
 
 const EXPIRY_CHECK_MS = 15_000;
+/** How long a new stream waits for the policy to include its node (it registered a moment ago) before going ahead. */
+const POLICY_WAIT_MS = 5_000;
+
+/** What a stream was last sent: the view digest, and for each peer the routes key of the Node sent. */
+interface SentView {
+  digest: ViewDigest | null;
+  peers: Map<number, string>;
+}
+
+export interface MapHubDeps {
+  cfg: Config;
+  tailnet: Tailnet;
+  store: Store;
+  policy: LivePolicy;
+  log: Logger;
+  /** This process's id in presence entries. */
+  instance: string;
+}
 
 export class MapHub {
   private readonly sessions = new Map<number, Set<MapSession>>();
-  private readonly nodeJson = new Map<number, string>();
+  private readonly sent = new WeakMap<MapSession, SentView>();
+  /** Peer Node JSON by node id, then by the routes shown (most nodes have one entry: no routes). */
+  private readonly nodeJson = new Map<number, Map<string, string>>();
   private readonly ephemeralTimers = new Map<number, NodeJS.Timeout>();
   private readonly timers: NodeJS.Timeout[] = [];
+  private readonly primaries = new PrimaryRoutes();
   private readonly ctx: MapContext;
-  private readonly tailnet: Tailnet;
-  private readonly store: Store;
-  private readonly cfg: Config;
-  private readonly log: Logger;
-  private readonly instance: string;
+  private readonly d: MapHubDeps;
   private lastExpiryCheck = Date.now();
 
-  constructor(cfg: Config, tailnet: Tailnet, store: Store, log: Logger, instance: string) {
-    this.cfg = cfg;
-    this.tailnet = tailnet;
-    this.store = store;
-    this.log = log;
-    this.instance = instance;
-    this.ctx = { cfg, derpMap: buildDerpMap(cfg), users: tailnet.users, online: tailnet.online };
+  constructor(d: MapHubDeps) {
+    this.d = d;
+    this.ctx = { cfg: d.cfg, derpMap: buildDerpMap(d.cfg), users: d.tailnet.users, online: d.tailnet.online };
+  }
+
+  private get tailnet(): Tailnet {
+    return this.d.tailnet;
+  }
+
+  private get policy(): CompiledPolicy {
+    return this.d.policy.policy;
   }
 
   get streamCount(): number {
@@ -47,34 +80,99 @@ export class MapHub {
     return (this.sessions.get(nodeId)?.size ?? 0) > 0;
   }
 
+  /** The prefixes the node is primary router for (console, admin API). */
+  primaryRoutesOf(nodeId: number): string[] {
+    return this.primaries.of(nodeId);
+  }
+
   start(): void {
+    this.primaries.update(this.tailnet.nodes.values(), this.tailnet.online);
     this.tailnet.on('node', (n, prev, full) => this.onNode(n, prev, full));
     this.tailnet.on('delete', (n) => this.onDelete(n));
     this.tailnet.on('online', (n) => this.onOnline(n));
-    this.tailnet.on('user', (u) => {
-      if (!u) return;
-      for (const set of this.sessions.values()) for (const s of set) s.userProfiles([userProfile(u)]);
-    });
+    this.tailnet.on('user', (u) => this.onUser(u));
+    this.d.policy.on('compiled', (p) => this.onCompiled(p));
     this.timers.push(setInterval(() => void this.refreshPresence(), PRESENCE_REFRESH_MS).unref());
     // After a Redis outage, renew at once: entries may have run out meanwhile, and the housekeeping sweep must find
     // the nodes this instance still serves renewed before it looks (state/housekeeping.ts).
-    this.store.redis.on('ready', () => void this.refreshPresence());
+    this.d.store.redis.on('ready', () => void this.refreshPresence());
     this.timers.push(setInterval(() => this.checkExpiries(), EXPIRY_CHECK_MS).unref());
     // Ephemeral nodes left offline by a previous run are collected like ones that just disconnected.
     for (const n of this.tailnet.nodes.values()) if (n.ephemeral && !this.tailnet.online.has(n.id)) this.scheduleEphemeral(n);
   }
 
-  private json(n: NodeRecord): string {
-    let j = this.nodeJson.get(n.id);
-    if (j === undefined) {
-      j = JSON.stringify(toTailNode(this.ctx, n));
-      this.nodeJson.set(n.id, j);
-    }
-    return j;
+  // ---- building views --------------------------------------------------------------------------------------------
+
+  /** The routes of `router` that `viewer` gets in the router's Node: usable by the viewer, and primary (subnets). */
+  private routesFor(viewerId: number, router: NodeRecord): NodeRoutes {
+    if (router.approvedRoutes.length === 0 || effectiveRoutes(router).length === 0) return { allowed: [], primary: [] };
+    const exit = isExitNode(router);
+    const allowed = this.policy.routesFor(viewerId, router.id).filter((p) => (isExitPrefix(p) ? exit : this.primaries.isPrimary(router.id, p)));
+    return { allowed, primary: allowed.filter((p) => !isExitPrefix(p)) };
   }
 
-  /** Opens a stream for `node`: full map now, deltas later. Resolves once the first message is written. */
-  open(node: NodeRecord, res: Http2ServerResponse, compress: boolean): MapSession {
+  /** The peer's Node JSON as `viewerId` sees it, and the key of its routes (to tell when that view changes). */
+  private peerJson(viewerId: number, peer: NodeRecord): { json: string; key: string } {
+    const routes = this.routesFor(viewerId, peer);
+    const key = routes.allowed.join(',');
+    let variants = this.nodeJson.get(peer.id);
+    if (!variants) {
+      variants = new Map();
+      this.nodeJson.set(peer.id, variants);
+    }
+    let json = variants.get(key);
+    if (json === undefined) {
+      json = JSON.stringify(toTailNode(this.ctx, peer, routes));
+      variants.set(key, json);
+    }
+    return { json, key };
+  }
+
+  private forgetJson(nodeId: number): void {
+    this.nodeJson.delete(nodeId);
+  }
+
+  /** The node as it sees itself: all its routes in effect, the ones it is primary for, its CapMap. */
+  private selfJson(n: NodeRecord): string {
+    const self = toTailNode(this.ctx, n, { allowed: effectiveRoutes(n), primary: this.primaries.of(n.id) }, { capMap: this.policy.capMapFor(n.id) });
+    return JSON.stringify(self);
+  }
+
+  private visiblePeers(viewerId: number): NodeRecord[] {
+    const out: NodeRecord[] = [];
+    for (const id of this.policy.peersOf(viewerId)) {
+      const p = this.tailnet.nodes.get(id);
+      if (p && id !== viewerId) out.push(p);
+    }
+    return out;
+  }
+
+  /** The full map for `node` as JSON, with every visible peer's cached Node JSON spliced in; records what was sent. */
+  private fullMapFor(node: NodeRecord, view: SentView | null): string {
+    const policy = this.policy;
+    const peers = this.visiblePeers(node.id);
+    const peerJson: string[] = [];
+    for (const p of peers) {
+      const { json, key } = this.peerJson(node.id, p);
+      peerJson.push(json);
+      view?.peers.set(p.id, key);
+    }
+    if (view) view.digest = this.d.policy.knows(node.id) ? policy.viewDigest(node.id) : null;
+    const self = JSON.parse(this.selfJson(node));
+    const head = JSON.stringify(fullMapHead(this.ctx, self, policy, node, profilesFor(this.ctx, node, peers)));
+    return `${head.slice(0, -1)},"Peers":[${peerJson.join(',')}]}`;
+  }
+
+  /** The full map for a one-shot (non-streaming) map request. */
+  async fullMapJson(node: NodeRecord): Promise<string> {
+    await this.d.policy.ready(node.id, POLICY_WAIT_MS);
+    return this.fullMapFor(node, null);
+  }
+
+  // ---- streams ---------------------------------------------------------------------------------------------------
+
+  /** Opens a stream for `node`: full map once the policy includes the node, deltas later. */
+  async open(node: NodeRecord, res: Http2ServerResponse, compress: boolean): Promise<MapSession> {
     const session = new MapSession(node.id, res, compress);
     let set = this.sessions.get(node.id);
     if (!set) {
@@ -83,23 +181,13 @@ export class MapHub {
     }
     set.add(session);
     session.onClose = () => this.closed(session);
-    session.sendJson(this.fullMapJson(node));
     if (set.size === 1) void this.markOnline(node);
+    await this.d.policy.ready(node.id, POLICY_WAIT_MS);
+    if (session.isClosed) return session;
+    const view: SentView = { digest: null, peers: new Map() };
+    this.sent.set(session, view);
+    session.sendJson(this.fullMapFor(this.tailnet.nodes.get(node.id) ?? node, view));
     return session;
-  }
-
-  /** The full map for `node` as JSON, with every peer's cached Node JSON spliced in. */
-  fullMapJson(node: NodeRecord): string {
-    const peers: NodeRecord[] = [];
-    const peerJson: string[] = [];
-    for (const p of this.tailnet.nodes.values()) {
-      if (p.id === node.id) continue;
-      peers.push(p);
-      peerJson.push(this.json(p));
-    }
-    const { Peers: _omit, ...rest } = fullMap(this.ctx, node, peers, []);
-    const head = JSON.stringify(rest);
-    return `${head.slice(0, -1)},"Peers":[${peerJson.join(',')}]}`;
   }
 
   private closed(session: MapSession): void {
@@ -112,6 +200,134 @@ export class MapHub {
     if (node) void this.markOffline(node);
   }
 
+  /** Every open stream with what it was sent (streams still waiting for their full map are skipped). */
+  private *streams(): Generator<[MapSession, SentView]> {
+    for (const set of this.sessions.values()) {
+      for (const s of set) {
+        const v = this.sent.get(s);
+        if (v) yield [s, v];
+      }
+    }
+  }
+
+  // ---- reacting to changes ---------------------------------------------------------------------------------------
+
+  /** The policy was recompiled: each stream whose view changed gets the difference. */
+  private onCompiled(policy: CompiledPolicy): void {
+    for (const [s, view] of this.streams()) {
+      const id = s.nodeId;
+      const node = this.tailnet.nodes.get(id);
+      if (!node || !this.d.policy.knows(id)) continue;
+      const d = policy.viewDigest(id);
+      const before = view.digest;
+      if (before && d.all === before.all) continue;
+      if (!before || d.filter !== before.filter) s.packetFilter(policy.filterFor(id));
+      if (!before || d.ssh !== before.ssh) s.sshPolicy(policy.sshPolicyFor(id) ?? { rules: [] });
+      if (!before || d.caps !== before.caps) s.selfChanged(this.selfJson(node));
+      if (!before || d.peers !== before.peers || d.routes !== before.routes) this.resendPeers(s, view, node);
+      view.digest = d;
+    }
+  }
+
+  /** Brings a stream's peers in line with the policy: new ones, gone ones, and routes that changed for this viewer. */
+  private resendPeers(s: MapSession, view: SentView, viewer: NodeRecord): void {
+    const now = this.visiblePeers(viewer.id);
+    const seen = new Set<number>();
+    const added: NodeRecord[] = [];
+    for (const p of now) {
+      seen.add(p.id);
+      const { json, key } = this.peerJson(viewer.id, p);
+      const had = view.peers.get(p.id);
+      if (had === key) continue;
+      if (had === undefined) added.push(p);
+      view.peers.set(p.id, key);
+      s.peerChanged(p.id, json);
+    }
+    for (const id of [...view.peers.keys()]) {
+      if (seen.has(id)) continue;
+      view.peers.delete(id);
+      s.peerRemoved(id);
+    }
+    if (added.length > 0) s.userProfiles(profilesFor(this.ctx, null, added));
+  }
+
+  /** Routers whose primary set changed get their Node resent to every stream that sees them. */
+  private electPrimaries(): void {
+    const changed = this.primaries.update(this.tailnet.nodes.values(), this.tailnet.online);
+    if (changed.size === 0) return;
+    this.d.log.info('primary routes changed', {
+      routers: [...changed].join(','),
+      now: JSON.stringify(Object.fromEntries([...changed].map((id) => [id, this.primaries.of(id)]))),
+    });
+    for (const id of changed) this.forgetJson(id);
+    for (const [s, view] of this.streams()) {
+      for (const id of changed) {
+        const r = this.tailnet.nodes.get(id);
+        if (!r) continue;
+        if (s.nodeId === id) {
+          s.selfChanged(this.selfJson(r));
+          continue;
+        }
+        if (!view.peers.has(id)) continue;
+        const { json, key } = this.peerJson(s.nodeId, r);
+        if (view.peers.get(id) === key) continue;
+        view.peers.set(id, key);
+        s.peerChanged(id, json);
+      }
+    }
+  }
+
+  private onNode(n: NodeRecord, prev: NodeRecord | undefined, full: boolean): void {
+    this.forgetJson(n.id);
+    const newOwner = prev !== undefined && (prev.userId !== n.userId || prev.tags.join() !== n.tags.join());
+    const profile = newOwner ? profileOf(this.ctx, n, false) : null;
+    for (const [s, view] of this.streams()) {
+      if (s.nodeId === n.id) {
+        // An expired node learns it from its own Node (KeyExpiry in the past) and asks its user to log in again.
+        if (full) s.selfChanged(this.selfJson(n));
+        continue;
+      }
+      if (!view.peers.has(n.id)) continue;
+      if (profile) s.userProfiles([profile]);
+      if (full) {
+        const { json, key } = this.peerJson(s.nodeId, n);
+        view.peers.set(n.id, key);
+        s.peerChanged(n.id, json);
+      } else s.peerPatch(toPeerChange(this.ctx, n));
+    }
+    // Routes advertised or approved may have changed (the policy recompiles on its own when they did).
+    if (full && (prev === undefined || effectiveRoutes(prev).join() !== effectiveRoutes(n).join())) this.electPrimaries();
+  }
+
+  private onDelete(n: NodeRecord): void {
+    this.forgetJson(n.id);
+    const t = this.ephemeralTimers.get(n.id);
+    if (t) clearTimeout(t);
+    this.ephemeralTimers.delete(n.id);
+    for (const [s, view] of this.streams()) {
+      if (s.nodeId === n.id) s.close();
+      else if (view.peers.delete(n.id)) s.peerRemoved(n.id);
+    }
+    for (const s of this.sessions.get(n.id) ?? []) s.close();
+    this.electPrimaries();
+  }
+
+  private onOnline(n: NodeRecord): void {
+    this.forgetJson(n.id);
+    const online = this.tailnet.online.has(n.id);
+    const patch = { NodeID: n.id, Online: online, ...(online || !n.lastSeen ? {} : { LastSeen: n.lastSeen }) };
+    for (const [s, view] of this.streams()) if (view.peers.has(n.id)) s.peerPatch(patch);
+    if (effectiveRoutes(n).length > 0) this.electPrimaries();
+  }
+
+  private onUser(u: UserRecord | undefined): void {
+    if (!u) return;
+    const p = userProfile(u);
+    for (const [s] of this.streams()) s.userProfiles([p]);
+  }
+
+  // ---- presence, ephemeral nodes, expiry --------------------------------------------------------------------------
+
   private async markOnline(node: NodeRecord): Promise<void> {
     const t = this.ephemeralTimers.get(node.id);
     if (t) {
@@ -119,23 +335,23 @@ export class MapHub {
       this.ephemeralTimers.delete(node.id);
     }
     try {
-      await this.store.touchPresence([node.id], this.instance, PRESENCE_TTL_MS);
-      await this.store.publish({ kind: 'node.online', nodeId: node.id, online: true, lastSeen: new Date().toISOString() });
-      this.log.info('node online', { node: node.givenName, id: node.id });
+      await this.d.store.touchPresence([node.id], this.d.instance, PRESENCE_TTL_MS);
+      await this.d.store.publish({ kind: 'node.online', nodeId: node.id, online: true, lastSeen: new Date().toISOString() });
+      this.d.log.info('node online', { node: node.givenName, id: node.id });
     } catch (e) {
-      this.log.warn('could not record node online', { node: node.givenName, error: (e as Error).message });
+      this.d.log.warn('could not record node online', { node: node.givenName, error: (e as Error).message });
     }
   }
 
   private async markOffline(node: NodeRecord): Promise<void> {
     const lastSeen = new Date().toISOString();
     try {
-      await this.store.clearPresence(node.id);
-      await this.store.setLastSeen(node.id, lastSeen);
-      await this.store.publish({ kind: 'node.online', nodeId: node.id, online: false, lastSeen });
-      this.log.info('node offline', { node: node.givenName, id: node.id });
+      await this.d.store.clearPresence(node.id);
+      await this.d.store.setLastSeen(node.id, lastSeen);
+      await this.d.store.publish({ kind: 'node.online', nodeId: node.id, online: false, lastSeen });
+      this.d.log.info('node offline', { node: node.givenName, id: node.id });
     } catch (e) {
-      this.log.warn('could not record node offline', { node: node.givenName, error: (e as Error).message });
+      this.d.log.warn('could not record node offline', { node: node.givenName, error: (e as Error).message });
     }
     if (node.ephemeral) this.scheduleEphemeral(node);
   }
@@ -145,20 +361,20 @@ export class MapHub {
     const t = setTimeout(() => {
       this.ephemeralTimers.delete(node.id);
       if (this.isConnectedHere(node.id) || this.tailnet.online.has(node.id)) return;
-      this.store
+      this.d.store
         .deleteNode(node.id)
-        .then(() => this.log.info('ephemeral node removed after disconnect', { node: node.givenName, id: node.id }))
-        .catch((e: Error) => this.log.warn('could not remove ephemeral node', { node: node.givenName, error: e.message }));
-    }, this.cfg.ephemeralTimeoutSeconds * 1000);
+        .then(() => this.d.log.info('ephemeral node removed after disconnect', { node: node.givenName, id: node.id }))
+        .catch((e: Error) => this.d.log.warn('could not remove ephemeral node', { node: node.givenName, error: e.message }));
+    }, this.d.cfg.ephemeralTimeoutSeconds * 1000);
     t.unref();
     this.ephemeralTimers.set(node.id, t);
   }
 
   private async refreshPresence(): Promise<void> {
     try {
-      await this.store.touchPresence([...this.sessions.keys()], this.instance, PRESENCE_TTL_MS);
+      await this.d.store.touchPresence([...this.sessions.keys()], this.d.instance, PRESENCE_TTL_MS);
     } catch (e) {
-      this.log.warn('could not refresh presence', { error: (e as Error).message });
+      this.d.log.warn('could not refresh presence', { error: (e as Error).message });
     }
   }
 
@@ -171,44 +387,6 @@ export class MapHub {
       if (t > this.lastExpiryCheck && t <= now) this.onNode(n, n, true);
     }
     this.lastExpiryCheck = now;
-  }
-
-  private onNode(n: NodeRecord, prev: NodeRecord | undefined, full: boolean): void {
-    this.nodeJson.delete(n.id);
-    const newUser = !prev || prev.userId !== n.userId;
-    const profiles = newUser ? profilesFor(this.ctx, [n]) : null;
-    for (const [id, set] of this.sessions) {
-      for (const s of set) {
-        if (id === n.id) {
-          // An expired node learns it from its own Node (KeyExpiry in the past) and asks its user to log in again.
-          if (full) s.selfChanged(JSON.stringify(toTailNode(this.ctx, n)));
-          continue;
-        }
-        if (profiles) s.userProfiles(profiles);
-        if (full) s.peerChanged(n.id, this.json(n));
-        else s.peerPatch(toPeerChange(this.ctx, n));
-      }
-    }
-  }
-
-  private onDelete(n: NodeRecord): void {
-    this.nodeJson.delete(n.id);
-    const t = this.ephemeralTimers.get(n.id);
-    if (t) clearTimeout(t);
-    this.ephemeralTimers.delete(n.id);
-    for (const [id, set] of this.sessions) {
-      for (const s of set) {
-        if (id === n.id) s.close();
-        else s.peerRemoved(n.id);
-      }
-    }
-  }
-
-  private onOnline(n: NodeRecord): void {
-    this.nodeJson.delete(n.id);
-    const online = this.tailnet.online.has(n.id);
-    const patch = { NodeID: n.id, Online: online, ...(online || !n.lastSeen ? {} : { LastSeen: n.lastSeen }) };
-    for (const [id, set] of this.sessions) if (id !== n.id) for (const s of set) s.peerPatch(patch);
   }
 
   /** Closes every stream (SIGTERM); clients reconnect to whichever instance answers next. */

@@ -6,7 +6,7 @@
 // passes MAX_BACKLOG; it reconnects and gets a fresh full map, which is cheaper than buffering without bound.
 import type { Http2ServerResponse } from 'node:http2';
 import { encodeJsonFrame } from './map-frame.ts';
-import type { MapResponse, PeerChange, UserProfile } from '../tailcfg/tailcfg.ts';
+import type { DNSConfig, FilterRule, MapResponse, PeerChange, SSHPolicy, UserProfile } from '../tailcfg/tailcfg.ts';
 
 export const KEEPALIVE_MS = 50_000;
 const MAX_BACKLOG = 8 * 1024 * 1024;
@@ -31,6 +31,9 @@ export class MapSession {
   private patches = new Map<number, PeerChange>();
   private self: string | null = null;
   private profiles = new Map<number, UserProfile>();
+  private filter: FilterRule[] | null = null;
+  private ssh: SSHPolicy | null = null;
+  private dns: DNSConfig | null = null;
   onClose: (() => void) | null = null;
 
   constructor(nodeId: number, res: Http2ServerResponse, compress: boolean) {
@@ -91,6 +94,24 @@ export class MapSession {
     this.schedule();
   }
 
+  /** A new PacketFilter for this node replaces the old one whole ([] would block everything; null = unchanged). */
+  packetFilter(rules: FilterRule[]): void {
+    this.filter = rules;
+    this.schedule();
+  }
+
+  /** A new SSH policy; {rules: []} clears one sent before (leaving it out means "unchanged" to the client). */
+  sshPolicy(p: SSHPolicy): void {
+    this.ssh = p;
+    this.schedule();
+  }
+
+  /** A new DNS configuration, sent whole. */
+  dnsConfig(c: DNSConfig): void {
+    this.dns = c;
+    this.schedule();
+  }
+
   /** Profiles are merged by the client, so only new or changed users need sending. */
   userProfiles(p: UserProfile[]): void {
     for (const u of p) this.profiles.set(u.ID, u);
@@ -119,6 +140,12 @@ export class MapSession {
     const patches = [...this.patches.values()];
     if (patches.length > 0) parts.push(`"PeersChangedPatch":${JSON.stringify(patches)}`);
     if (this.profiles.size > 0) parts.push(`"UserProfiles":${JSON.stringify([...this.profiles.values()])}`);
+    if (this.filter !== null) parts.push(`"PacketFilter":${JSON.stringify(this.filter)}`);
+    if (this.ssh !== null) parts.push(`"SSHPolicy":${JSON.stringify(this.ssh)}`);
+    if (this.dns !== null) parts.push(`"DNSConfig":${JSON.stringify(this.dns)}`);
+    this.filter = null;
+    this.ssh = null;
+    this.dns = null;
     this.self = null;
     this.changed.clear();
     this.removed.clear();

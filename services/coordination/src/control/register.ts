@@ -9,8 +9,7 @@ import { HseError } from '../../../../shared/errors.ts';
 import { normaliseKey } from '../../../../shared/keys.ts';
 import type { Logger } from '../../../../shared/log.ts';
 import { redact } from '../../../../shared/log.ts';
-import type { NodeRecord, PendingAuth, PreAuthKeyRecord, UserRecord } from '../../../../shared/model.ts';
-import { isExpired } from '../map/map-builder.ts';
+import { isExpired, type NodeRecord, type PendingAuth, type PreAuthKeyRecord, type UserRecord } from '../../../../shared/model.ts';
 import type { Store } from '../state/store.ts';
 import type { Tailnet } from '../state/tailnet.ts';
 import { capVersionProblem } from '../tailcfg/capver.ts';
@@ -196,14 +195,17 @@ export class Registrar {
    * node its new key and owner while keeping its id, addresses and name.
    */
   async upsertNode(
-    f: Pick<NodeRecord, 'machineKey' | 'nodeKey' | 'userId' | 'hostinfo' | 'hostname' | 'expiry' | 'ephemeral' | 'authKeyId' | 'registeredBy'>,
+    f: Pick<NodeRecord, 'machineKey' | 'nodeKey' | 'userId' | 'hostinfo' | 'hostname' | 'expiry' | 'ephemeral' | 'authKeyId' | 'registeredBy'> & {
+      /** The node's tags; undefined keeps a re-registering node's tags as they are. */
+      tags?: string[];
+    },
   ): Promise<NodeRecord> {
     const existing = await this.d.store.getNodeByMachineKey(f.machineKey);
     if (existing) {
-      const n = await this.d.store.updateNode(existing.id, (x) => ({ ...x, ...f }), true);
+      const n = await this.d.store.updateNode(existing.id, (x) => ({ ...x, ...f, tags: f.tags ?? x.tags }), true);
       if (n) return n;
     }
-    return this.d.store.createNode({ ...f, discoKey: '', endpoints: [], homeDerp: 0, capVersion: 0 });
+    return this.d.store.createNode({ ...f, tags: f.tags ?? [], approvedRoutes: [], discoKey: '', endpoints: [], homeDerp: 0, capVersion: 0 });
   }
 
   /** Holds a follow-up until the operator approves or rejects, or FOLLOWUP_HOLD_MS pass (the client then asks again). */

@@ -54,6 +54,20 @@ function parse<T>(s: string | null | undefined): T | null {
   return JSON.parse(s) as T;
 }
 
+/** A stored node with the fields later versions added filled in (records written before them lack them). */
+function nodeOf(s: string): NodeRecord {
+  const n = JSON.parse(s) as NodeRecord;
+  n.tags ??= [];
+  n.approvedRoutes ??= [];
+  return n;
+}
+
+function keyOf(s: string): PreAuthKeyRecord {
+  const k = JSON.parse(s) as PreAuthKeyRecord;
+  k.tags ??= [];
+  return k;
+}
+
 export interface StoreOptions {
   /**
    * HSE_REDIS_WAIT_REPLICAS: replicas that must have a registration, a node change or a key before it is acknowledged.
@@ -171,11 +185,12 @@ export class Store {
 
   async listNodes(): Promise<NodeRecord[]> {
     const all = await this.redis.hvals(K.nodes);
-    return all.map((s) => JSON.parse(s) as NodeRecord).sort((a, b) => a.id - b.id);
+    return all.map(nodeOf).sort((a, b) => a.id - b.id);
   }
 
   async getNode(id: number): Promise<NodeRecord | null> {
-    return parse<NodeRecord>(await this.redis.hget(K.nodes, String(id)));
+    const s = await this.redis.hget(K.nodes, String(id));
+    return s === null ? null : nodeOf(s);
   }
 
   async getNodeByNodeKey(nodeKey: string): Promise<NodeRecord | null> {
@@ -325,6 +340,7 @@ export class Store {
     userId: number;
     reusable: boolean;
     ephemeral: boolean;
+    tags?: string[];
     expiration: Date;
     createdBy: string;
   }): Promise<{ key: string; record: PreAuthKeyRecord }> {
@@ -339,6 +355,7 @@ export class Store {
       userId: opts.userId,
       reusable: opts.reusable,
       ephemeral: opts.ephemeral,
+      tags: opts.tags ?? [],
       used: false,
       created: new Date().toISOString(),
       expiration: opts.expiration.toISOString(),
@@ -352,14 +369,14 @@ export class Store {
   async listPreAuthKeys(): Promise<PreAuthKeyRecord[]> {
     const [all, used] = await Promise.all([this.redis.hvals(K.preAuthKeys), this.redis.hgetall(K.preAuthKeyUsed)]);
     return all
-      .map((s) => JSON.parse(s) as PreAuthKeyRecord)
+      .map(keyOf)
       .map((k) => ({ ...k, used: used[String(k.id)] !== undefined }))
       .sort((a, b) => a.id - b.id);
   }
 
   async getPreAuthKey(id: number): Promise<PreAuthKeyRecord | null> {
     const [rec, used] = await Promise.all([this.redis.hget(K.preAuthKeys, String(id)), this.redis.hexists(K.preAuthKeyUsed, String(id))]);
-    const k = parse<PreAuthKeyRecord>(rec);
+    const k = rec === null ? null : keyOf(rec);
     return k && { ...k, used: used === 1 };
   }
 

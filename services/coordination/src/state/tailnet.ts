@@ -18,6 +18,8 @@ export interface TailnetEvents {
   online: [node: NodeRecord, online: boolean];
   user: [user: UserRecord | undefined, id: number];
   pending: [authId: string];
+  /** A new policy version was saved (by any instance). */
+  policy: [version: number];
 }
 
 export class Tailnet extends EventEmitter<TailnetEvents> {
@@ -93,6 +95,9 @@ export class Tailnet extends EventEmitter<TailnetEvents> {
       }
       case 'pending.change':
         this.emit('pending', e.authId);
+        return;
+      case 'policy.change':
+        this.emit('policy', e.version);
         return;
       case 'node.keyrotate':
         return; // the node.upsert that follows carries the new key
