@@ -25,7 +25,7 @@ import { describeReachers } from './describe.ts';
 import { FilterMatcher } from './filter-match.ts';
 import { formatInterval, INTERNET_RANGES, type Interval, isExitRoute, overlaps, parsePrefix } from './ip.ts';
 import type { Model, Sel, Unit } from './model.ts';
-import { Resolver } from './resolve.ts';
+import { Resolver, type SrcIPs } from './resolve.ts';
 import type { PortRange } from './selectors.ts';
 import { SSHCompiler } from './ssh.ts';
 import { Bitset, type TailnetIndex } from './tailnet-index.ts';
@@ -52,7 +52,7 @@ interface DstTemplate {
 }
 
 interface RuleTemplate {
-  srcIPs: readonly string[];
+  srcIPs: SrcIPs;
   protos: number[] | null;
   dsts: DstTemplate[];
   /** Set for capability rules. */
@@ -89,6 +89,9 @@ export class Compiled implements CompiledPolicy {
   private readonly srcBits: Bitset[] = [];
   private readonly dstBits: Bitset[] = [];
   private readonly routeUsers = new Map<string, Bitset>();
+  /** The distinct approved subnet routes, sorted; and a hash of which router serves which routes. */
+  private routeOrder: string[] = [];
+  private routeLayout = '';
   private readonly exitUsers: Bitset;
   private readonly ssh: SSHCompiler;
   private readonly caps: ReturnType<typeof buildCaps>;
@@ -166,24 +169,30 @@ export class Compiled implements CompiledPolicy {
   private buildFilterTemplates(): FilterTemplate[] {
     const tn = this.tn;
     const n = tn.n;
-    const tokens: string[][] = Array.from({ length: n }, () => []);
-    // Destination entries (not autogroup:self): every node the entry covers gets its index.
+    // Per node, in policy order: matched destination entries (flat indices), autogroup:self matches (indices into
+    // selfList) and companion capabilities (2·unit, or 2·unit+1 for a self grant's companion).
+    const ents: number[][] = new Array(n);
+    const selfs: number[][] = new Array(n);
+    const comps: number[][] = new Array(n);
+    const push = (lists: number[][], i: number, v: number) => {
+      const l = lists[i];
+      if (l) l.push(v);
+      else lists[i] = [v];
+    };
+    const selfList: { fi: number; userId: number; members: number[] }[] = [];
     this.flat.forEach((f, fi) => {
       const e = this.units[f.unit].entries[f.entry];
-      if (this.isSelf(e.dst)) return;
-      for (const i of this.r.nodes(e.dst).toArray()) tokens[i].push(`e${fi}`);
-    });
-    // autogroup:self entries: each user whose own devices are among the sources, on each of that user's devices.
-    const selfSrc = new Map<string, number[]>();
-    this.flat.forEach((f, fi) => {
-      const e = this.units[f.unit].entries[f.entry];
-      if (!this.isSelf(e.dst)) return;
+      if (!this.isSelf(e.dst)) {
+        for (const i of this.r.nodes(e.dst).toArray()) push(ents, i, fi);
+        return;
+      }
+      // autogroup:self: each user whose own devices are among the sources, on each of that user's devices.
       const src = this.selfSourceNodes(this.units[f.unit]);
       for (const [userId, devices] of tn.untaggedByUser) {
         const members = devices.filter((i) => src.has(i));
         if (members.length === 0) continue;
-        selfSrc.set(`${fi}:${userId}`, members);
-        for (const i of devices) tokens[i].push(`s${fi}:${userId}`);
+        const k = selfList.push({ fi, userId, members }) - 1;
+        for (const i of devices) push(selfs, i, k);
       }
     });
     // Companion capabilities go to the grant's sources.
@@ -191,19 +200,25 @@ export class Compiled implements CompiledPolicy {
       if (!u.caps || !Object.keys(u.caps).some((c) => COMPANIONS[c])) return;
       const hasOther = u.entries.some((e) => !this.isSelf(e.dst));
       const hasSelf = u.entries.some((e) => this.isSelf(e.dst));
-      const src = this.r.union(u.src, (s) => this.r.devices(s));
-      for (const i of src.toArray()) {
-        if (hasOther) tokens[i].push(`c${ui}`);
-        if (hasSelf && !tn.tagged[i]) tokens[i].push(`cs${ui}:${tn.nodes[i].userId}`);
+      for (const i of this.r.union(u.src, (s) => this.r.devices(s)).toArray()) {
+        if (hasOther) push(comps, i, 2 * ui);
+        if (hasSelf && !tn.tagged[i]) push(comps, i, 2 * ui + 1);
       }
     });
     const templates = new Map<string, FilterTemplate>();
     const out: FilterTemplate[] = new Array(n);
     for (let i = 0; i < n; i++) {
-      const key = tokens[i].join(',');
+      // Companion-self rules name the node's own user: part of the key.
+      const c = comps[i];
+      const key = `${ents[i]?.join(',') ?? ''}|${selfs[i]?.join(',') ?? ''}|${c ? `${c.join(',')}@${tn.nodes[i].userId}` : ''}`;
       let t = templates.get(key);
       if (!t) {
-        t = this.template(tokens[i], selfSrc);
+        t = this.template(
+          ents[i] ?? [],
+          (selfs[i] ?? []).map((k) => selfList[k]),
+          c ?? [],
+          tn.nodes[i].userId,
+        );
         templates.set(key, t);
       }
       out[i] = t;
@@ -211,67 +226,41 @@ export class Compiled implements CompiledPolicy {
     return out;
   }
 
-  /** Builds one filter template from a node's tokens, in policy order. */
-  private template(tokens: string[], selfSrc: Map<string, number[]>): FilterTemplate {
-    const byUnit = new Map<number, { entries: number[]; self: { fi: number; userId: string }[]; companion: boolean; companionSelf: string | null }>();
-    const slot = (u: number) => {
-      let s = byUnit.get(u);
-      if (!s) {
-        s = { entries: [], self: [], companion: false, companionSelf: null };
-        byUnit.set(u, s);
-      }
-      return s;
-    };
-    for (const t of tokens) {
-      if (t.startsWith('e')) {
-        const fi = Number(t.slice(1));
-        slot(this.flat[fi].unit).entries.push(fi);
-      } else if (t.startsWith('s')) {
-        const [fi, userId] = t.slice(1).split(':');
-        slot(this.flat[Number(fi)].unit).self.push({ fi: Number(fi), userId });
-      } else if (t.startsWith('cs')) {
-        const [ui, userId] = t.slice(2).split(':');
-        slot(Number(ui)).companionSelf = userId;
-      } else if (t.startsWith('c')) {
-        slot(Number(t.slice(1))).companion = true;
-      }
-    }
+  /** Builds one filter template from what a node matched, in policy order. */
+  private template(ents: number[], selfs: { fi: number; userId: number; members: number[] }[], comps: number[], userId: number): FilterTemplate {
+    const units = new Set<number>();
+    for (const fi of ents) units.add(this.flat[fi].unit);
+    for (const s of selfs) units.add(this.flat[s.fi].unit);
+    for (const c of comps) units.add(c >> 1);
     const rules: RuleTemplate[] = [];
-    for (const ui of [...byUnit.keys()].sort((a, b) => a - b)) {
+    for (const ui of [...units].sort((a, b) => a - b)) {
       const u = this.units[ui];
-      const s = byUnit.get(ui)!;
-      const dstOf = (fi: number): DstTemplate => ({ target: this.flat[fi].target, ports: u.entries[this.flat[fi].entry].ports });
       const caps = u.caps ? mainCaps(u.caps) : null;
-      if (s.entries.length > 0) {
-        rules.push({ srcIPs: this.r.srcStrings(u.src).strings, protos: u.protos, dsts: s.entries.map(dstOf), capMap: caps });
+      const mine = ents.filter((fi) => this.flat[fi].unit === ui);
+      if (mine.length > 0) {
+        const dsts = mine.map((fi): DstTemplate => ({ target: this.flat[fi].target, ports: u.entries[this.flat[fi].entry].ports }));
+        rules.push({ srcIPs: this.r.srcStrings(u.src), protos: u.protos, dsts, capMap: caps });
       }
-      // Self entries of one unit and one user share their sources: one rule.
-      const selfByUser = new Map<string, number[]>();
-      for (const x of s.self) selfByUser.set(x.userId, [...(selfByUser.get(x.userId) ?? []), x.fi]);
-      for (const [userId, fis] of selfByUser) {
-        const members = selfSrc.get(`${fis[0]}:${userId}`)!;
-        const srcIPs = this.r.nodeStrings(`self ${fis[0]} ${userId}`, members);
+      // Self entries of one unit (and so one user: the node's) share their sources: one rule.
+      const self = selfs.filter((s) => this.flat[s.fi].unit === ui);
+      if (self.length > 0) {
         rules.push({
-          srcIPs,
+          srcIPs: this.r.nodeStrings(`self ${self[0].fi} ${self[0].userId}`, self[0].members),
           protos: u.protos,
-          dsts: fis.map((fi) => ({ target: { kind: 'own' }, ports: u.entries[this.flat[fi].entry].ports })),
+          dsts: self.map((s) => ({ target: { kind: 'own' }, ports: u.entries[this.flat[s.fi].entry].ports })),
           capMap: caps,
         });
       }
-      if (u.caps && (s.companion || s.companionSelf !== null)) {
-        const companion = companionCaps(u.caps);
-        if (s.companion) {
-          const dsts = u.entries.filter((e) => !this.isSelf(e.dst)).map((e) => e.dst);
-          rules.push({ srcIPs: this.r.srcStrings(dsts).strings, protos: null, dsts: [{ target: { kind: 'own' }, ports: [] }], capMap: companion });
-        }
-        if (s.companionSelf !== null) {
-          const devices = this.tn.untaggedByUser.get(Number(s.companionSelf)) ?? [];
-          const srcIPs = this.r.nodeStrings(`user ${s.companionSelf}`, devices);
-          rules.push({ srcIPs, protos: null, dsts: [{ target: { kind: 'own' }, ports: [] }], capMap: companion });
-        }
+      if (u.caps && comps.includes(2 * ui)) {
+        const dsts = u.entries.filter((e) => !this.isSelf(e.dst)).map((e) => e.dst);
+        rules.push({ srcIPs: this.r.srcStrings(dsts), protos: null, dsts: [{ target: { kind: 'own' }, ports: [] }], capMap: companionCaps(u.caps) });
+      }
+      if (u.caps && comps.includes(2 * ui + 1)) {
+        const srcIPs = this.r.nodeStrings(`user ${userId}`, this.tn.untaggedByUser.get(userId) ?? []);
+        rules.push({ srcIPs, protos: null, dsts: [{ target: { kind: 'own' }, ports: [] }], capMap: companionCaps(u.caps) });
       }
     }
-    return { rules, hash: hash(JSON.stringify(rules)) };
+    return { rules, hash: hash(rules.map(ruleKey).join('\n')) };
   }
 
   private idx(nodeId: number): number {
@@ -298,7 +287,7 @@ export class Compiled implements CompiledPolicy {
         if (d.target.kind === 'literal') dsts.push(d.target.cidr);
         else for (const a of own) dsts.push(a.includes(':') ? `${a}/128` : `${a}/32`);
       }
-      return { SrcIPs: t.srcIPs as string[], CapGrant: [{ Dsts: [...new Set(dsts)], CapMap: t.capMap }] };
+      return { SrcIPs: t.srcIPs.strings as string[], CapGrant: [{ Dsts: [...new Set(dsts)], CapMap: t.capMap }] };
     }
     const ports: NetPortRange[] = [];
     const push = (ip: string, p: readonly PortRange[]) => {
@@ -310,7 +299,7 @@ export class Compiled implements CompiledPolicy {
       else if (d.target.kind === 'literal') push(d.target.text, d.ports);
       else if (d.target.kind === 'internet') for (const s of INTERNET_STRINGS) push(s, d.ports);
     }
-    const rule: FilterRule = { SrcIPs: t.srcIPs as string[], DstPorts: ports };
+    const rule: FilterRule = { SrcIPs: t.srcIPs.strings as string[], DstPorts: ports };
     if (t.protos) rule.IPProto = t.protos;
     return rule;
   }
@@ -325,23 +314,28 @@ export class Compiled implements CompiledPolicy {
 
   private buildPeerGroups(): PeerGroup[] {
     const n = this.tn.n;
-    const srcUnits: number[][] = Array.from({ length: n }, () => []);
-    const dstUnits: number[][] = Array.from({ length: n }, () => []);
-    this.units.forEach((_, ui) => {
-      for (const i of this.srcBits[ui].toArray()) srcUnits[i].push(ui);
-      for (const i of this.dstBits[ui].toArray()) dstUnits[i].push(ui);
-    });
+    const units = this.units.length;
     const groups = new Map<string, PeerGroup>();
     const out: PeerGroup[] = new Array(n);
+    const ids = this.nodeIds;
     for (let i = 0; i < n; i++) {
-      const key = `${srcUnits[i].join(',')}|${dstUnits[i].join(',')}`;
+      // The node's key: which units have it on their source side, then on their destination side.
+      let key = '';
+      for (let ui = 0; ui < units; ui++) if (this.srcBits[ui].has(i)) key += `${ui},`;
+      key += '|';
+      for (let ui = 0; ui < units; ui++) if (this.dstBits[ui].has(i)) key += `${ui},`;
       let g = groups.get(key);
       if (!g) {
         const b = new Bitset(n);
-        for (const ui of srcUnits[i]) b.or(this.dstBits[ui]);
-        for (const ui of dstUnits[i]) b.or(this.srcBits[ui]);
+        for (let ui = 0; ui < units; ui++) {
+          if (this.srcBits[ui].has(i)) b.or(this.dstBits[ui]);
+          if (this.dstBits[ui].has(i)) b.or(this.srcBits[ui]);
+        }
         const peers = b.toArray();
-        g = { peers, hash: hash(Buffer.from(peers.buffer).toString('base64')) };
+        // Hashed by node id, not index: indices shift when a node joins, ids do not.
+        let text = '';
+        for (const j of peers) text += `${ids[j]},`;
+        g = { peers, hash: hash(text) };
         groups.set(key, g);
       }
       out[i] = g;
@@ -357,23 +351,25 @@ export class Compiled implements CompiledPolicy {
     return devices.filter((j) => j !== i && (all || this.selfPeerSrc.has(j)));
   }
 
-  private peerIndices(i: number): number[] {
+  peersOf(nodeId: number): number[] {
+    const i = this.idx(nodeId);
+    const ids = this.nodeIds;
     const base = this.peerGroupOf[i].peers;
     const extra = this.selfPeers(i);
     const out: number[] = [];
+    if (extra.length === 0) {
+      for (let k = 0; k < base.length; k++) if (base[k] !== i) out.push(ids[base[k]]);
+      return out;
+    }
+    // Merge the shared list with the node's own user's devices (both ascending), leaving the node itself out.
     let k = 0;
     for (const j of base) {
-      while (k < extra.length && extra[k] < j) out.push(extra[k++]);
+      while (k < extra.length && extra[k] < j) out.push(ids[extra[k++]]);
       if (k < extra.length && extra[k] === j) k++;
-      if (j !== i) out.push(j);
+      if (j !== i) out.push(ids[j]);
     }
-    while (k < extra.length) out.push(extra[k++]);
+    while (k < extra.length) out.push(ids[extra[k++]]);
     return out;
-  }
-
-  peersOf(nodeId: number): number[] {
-    const ids = this.nodeIds;
-    return this.peerIndices(this.idx(nodeId)).map((j) => ids[j]);
   }
 
   isPeer(a: number, b: number): boolean {
@@ -418,6 +414,14 @@ export class Compiled implements CompiledPolicy {
       }
       this.routeUsers.set(text, b);
     }
+    this.routeOrder = [...this.routeUsers.keys()].sort();
+    const layout = new Set([...tn.routers, ...tn.exitNodes]);
+    this.routeLayout = hash(
+      [...layout]
+        .map((i) => `${this.nodeIds[i]}:${tn.nodes[i].approvedRoutes.join(',')}`)
+        .sort()
+        .join(';'),
+    );
   }
 
   private selOverlaps(s: Sel, route: Interval): boolean {
@@ -548,18 +552,22 @@ export class Compiled implements CompiledPolicy {
     const cached = this.digestCache[i];
     if (cached) return cached;
     const tn = this.tn;
-    const filter = hash(`${this.filterTemplateOf[i].hash}|${tn.v4Text[i]}|${tn.v6Text[i]}`);
-    const peers = hash(`${this.peerGroupOf[i].hash}|${tn.nodes[i].id}|${this.selfPeers(i).join(',')}`);
-    const routeParts: string[] = [];
-    for (const x of new Set([...tn.routers, ...tn.exitNodes])) {
-      if (x === i || !this.isPeer(tn.nodes[i].id, tn.nodes[x].id)) continue;
-      const r = this.routesFor(tn.nodes[i].id, tn.nodes[x].id);
-      if (r.length > 0) routeParts.push(`${tn.nodes[x].id}:${r.join(',')}`);
-    }
-    const routes = hash(routeParts.sort().join(';'));
+    // Parts are short strings that are equal exactly when that part of the view is (hashes of shared pieces plus what
+    // is particular to the node); only the whole is hashed.
+    const filter = `${this.filterTemplateOf[i].hash}|${tn.v4Text[i]}|${tn.v6Text[i]}`;
+    const ids = this.nodeIds;
+    const peers = `${this.peerGroupOf[i].hash}|${this.selfPeers(i)
+      .map((j) => ids[j])
+      .join(',')}`;
+    // The routes a node may use follow from which route-users sets hold it; the routers and their routes are the same
+    // for every node (the layout), except that a router does not use its own.
+    let usable = this.exitUsers.has(i) ? 'x' : '-';
+    for (const r of this.routeOrder) usable += this.routeUsers.get(r)!.has(i) ? '1' : '0';
+    const own = tn.subnetRoutes[i].length > 0 || tn.exitRoutes[i].length > 0 ? `|${ids[i]}` : '';
+    const routes = `${this.routeLayout}|${usable}${own}`;
     const ssh = this.ssh.hashFor(i);
     const caps = this.caps.hashFor(i);
-    const d = { filter, peers, routes, ssh, caps, all: hash(`${filter}${peers}${routes}${ssh}${caps}`) };
+    const d = { filter, peers, routes, ssh, caps, all: hash(`${filter}\n${peers}\n${routes}\n${ssh}\n${caps}`) };
     this.digestCache[i] = d;
     return d;
   }
@@ -567,6 +575,15 @@ export class Compiled implements CompiledPolicy {
   digestOf(nodeId: number): string {
     return this.viewDigest(nodeId).all;
   }
+}
+
+/** A template rule as text for its hash: the SrcIPs list by its own hash, everything else as written. */
+function ruleKey(r: RuleTemplate): string {
+  const dsts = r.dsts.map((d) => {
+    const t = d.target.kind === 'literal' ? d.target.text : d.target.kind;
+    return `${t}:${d.ports.map((p) => `${p.first}-${p.last}`).join(',')}`;
+  });
+  return `${r.srcIPs.hash};${r.protos?.join(',') ?? ''};${dsts.join(' ')};${r.capMap ? JSON.stringify(r.capMap) : ''}`;
 }
 
 /** The capabilities a grant's destinations get (hse's file-sharing grant becomes the client's file-send capability). */

@@ -15,7 +15,10 @@ export interface Reacher {
   text: string;
 }
 
-/** Hashes of the parts of one node's view; equal hashes mean an equal view, across compilations. */
+/**
+ * Digests of the parts of one node's view: short strings, equal exactly when that part of the node's view is equal,
+ * across compilations (built from hashes of the shared pieces and the node's own addresses and ids).
+ */
 export interface ViewDigest {
   filter: string;
   peers: string;

@@ -19,19 +19,61 @@ export interface Interval {
 export const V4_MAX = 0xffffffff;
 const V6_MAX = (1n << 128n) - 1n;
 
-/** IPv4 dotted quad → number, or null (strict: four decimal parts, no zone, no shorthand). */
+/** IPv4 dotted quad → number, or null (four decimal parts 0-255, no leading zeros, no shorthand). */
 export function parseV4(s: string): number | null {
-  if (!ipaddr.IPv4.isValidFourPartDecimal(s)) return null;
-  const o = ipaddr.IPv4.parse(s).octets;
-  return ((o[0] * 256 + o[1]) * 256 + o[2]) * 256 + o[3];
+  let n = 0;
+  let part = 0;
+  let digits = 0;
+  let dots = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 48 && c <= 57) {
+      if (digits > 0 && part === 0) return null; // leading zero
+      part = part * 10 + (c - 48);
+      if (++digits > 3 || part > 255) return null;
+    } else if (c === 46) {
+      if (digits === 0 || ++dots > 3) return null;
+      n = n * 256 + part;
+      part = 0;
+      digits = 0;
+    } else return null;
+  }
+  if (dots !== 3 || digits === 0) return null;
+  return n * 256 + part;
 }
 
-/** IPv6 text → bigint, or null. Zones ("%eth0") are refused: a policy never names one. */
+const HEX = /^[0-9a-fA-F]{1,4}$/;
+
+/**
+ * IPv6 text → bigint, or null. The usual forms ("fd7a:115c:a1e0::1", full eight groups) are parsed here, quickly,
+ * because every node address is; forms with an embedded IPv4 address go to ipaddr.js. Zones ("%eth0") are refused.
+ */
 export function parseV6(s: string): bigint | null {
-  if (!s.includes(':') || s.includes('%') || !ipaddr.IPv6.isValid(s)) return null;
-  let n = 0n;
-  for (const part of ipaddr.IPv6.parse(s).parts) n = (n << 16n) | BigInt(part);
-  return n;
+  if (!s.includes(':') || s.includes('%')) return null;
+  if (s.includes('.')) {
+    if (!ipaddr.IPv6.isValid(s)) return null;
+    let n = 0n;
+    for (const part of ipaddr.IPv6.parse(s).parts) n = (n << 16n) | BigInt(part);
+    return n;
+  }
+  const dc = s.indexOf('::');
+  let groups: string[];
+  if (dc >= 0) {
+    if (s.indexOf('::', dc + 1) >= 0) return null;
+    const head = dc === 0 ? [] : s.slice(0, dc).split(':');
+    const tail = dc + 2 === s.length ? [] : s.slice(dc + 2).split(':');
+    if (head.length + tail.length > 7) return null;
+    groups = [...head, ...new Array(8 - head.length - tail.length).fill('0'), ...tail];
+  } else {
+    groups = s.split(':');
+    if (groups.length !== 8) return null;
+  }
+  let hex = '';
+  for (const g of groups) {
+    if (!HEX.test(g)) return null;
+    hex += g.padStart(4, '0');
+  }
+  return BigInt(`0x${hex}`);
 }
 
 /** Either family's address as an interval of one address, or null. */
@@ -69,26 +111,30 @@ export function formatV4(n: number | bigint): string {
 
 /** RFC 5952 text: lower case, the longest run of two or more zero groups as "::". */
 export function formatV6(n: bigint): string {
-  const groups: number[] = [];
-  for (let i = 7; i >= 0; i--) groups.push(Number((n >> BigInt(i * 16)) & 0xffffn));
+  const hex = n.toString(16).padStart(32, '0');
+  const groups: string[] = [];
+  for (let i = 0; i < 32; i += 4) {
+    let k = i;
+    while (k < i + 3 && hex.charCodeAt(k) === 48) k++;
+    groups.push(hex.slice(k, i + 4));
+  }
   let bestStart = -1;
   let bestLen = 1;
   for (let i = 0; i < 8; ) {
-    if (groups[i] !== 0) {
+    if (groups[i] !== '0') {
       i++;
       continue;
     }
     let j = i;
-    while (j < 8 && groups[j] === 0) j++;
+    while (j < 8 && groups[j] === '0') j++;
     if (j - i > bestLen) {
       bestStart = i;
       bestLen = j - i;
     }
     i = j;
   }
-  const hex = (a: number[]) => a.map((g) => g.toString(16)).join(':');
-  if (bestStart < 0) return hex(groups);
-  return `${hex(groups.slice(0, bestStart))}::${hex(groups.slice(bestStart + bestLen))}`;
+  if (bestStart < 0) return groups.join(':');
+  return `${groups.slice(0, bestStart).join(':')}::${groups.slice(bestStart + bestLen).join(':')}`;
 }
 
 export function formatAddr(family: Family, n: bigint): string {

@@ -7,13 +7,26 @@
 // tag means the addresses of its devices; an address or CIDR stands for itself. As a destination or for peer
 // visibility, an address or CIDR covers the nodes holding an address in it and the subnet routers whose approved
 // routes overlap it; autogroup:internet covers exit nodes.
+import { createHash } from 'node:crypto';
 import { type Interval, type IPSet, IPSetBuilder, TAILNET_RANGES } from './ip.ts';
 import type { Model, Sel } from './model.ts';
 import { Bitset, type TailnetIndex } from './tailnet-index.ts';
 
+/** A SrcIPs list, shared by every rule with the same sources, and its hash (so templates hash without re-reading it). */
+export interface SrcIPs {
+  set: IPSet | null;
+  strings: readonly string[];
+  hash: string;
+}
+
+function srcIPs(set: IPSet | null, strings: string[]): SrcIPs {
+  Object.freeze(strings);
+  return { set, strings, hash: createHash('sha1').update(strings.join(',')).digest('base64url') };
+}
+
 export class Resolver {
   private readonly nodeCache = new Map<string, Bitset>();
-  private readonly srcCache = new Map<string, { set: IPSet | null; strings: readonly string[] }>();
+  private readonly srcCache = new Map<string, SrcIPs>();
   private readonly groupCache = new Map<string, number[]>();
   private starSet: IPSet | null = null;
 
@@ -158,13 +171,13 @@ export class Resolver {
    * A source list as SrcIPs: merged, as few entries as possible. ["*"] only for autogroup:danger-all (everything,
    * inside the tailnet or not); "*" itself stands for the tailnet and its approved routes, as Tailscale sends it.
    */
-  srcStrings(sels: readonly Sel[]): { set: IPSet | null; strings: readonly string[] } {
+  srcStrings(sels: readonly Sel[]): SrcIPs {
     const key = sels.map((s) => s.text).join('\n');
     const cached = this.srcCache.get(key);
     if (cached) return cached;
-    let result: { set: IPSet | null; strings: readonly string[] };
+    let result: SrcIPs;
     if (sels.some((s) => s.sel.kind === 'autogroup' && s.sel.name === 'danger-all')) {
-      result = { set: null, strings: Object.freeze(['*']) };
+      result = srcIPs(null, ['*']);
     } else {
       const b = new IPSetBuilder();
       const identity: Sel[] = [];
@@ -177,21 +190,21 @@ export class Resolver {
       }
       if (identity.length > 0) this.addNodeAddresses(b, this.union(identity));
       const set = b.build();
-      result = { set, strings: Object.freeze(set.toStrings()) };
+      result = srcIPs(set, set.toStrings());
     }
     this.srcCache.set(key, result);
     return result;
   }
 
   /** SrcIPs for the given nodes only (autogroup:self: the sources that are the destination's own user's devices). */
-  nodeStrings(key: string, nodes: Iterable<number>): readonly string[] {
+  nodeStrings(key: string, nodes: Iterable<number>): SrcIPs {
     const cached = this.srcCache.get(key);
-    if (cached) return cached.strings;
+    if (cached) return cached;
     const b = new IPSetBuilder();
     this.addNodeAddresses(b, nodes);
     const set = b.build();
-    const strings = Object.freeze(set.toStrings());
-    this.srcCache.set(key, { set, strings });
-    return strings;
+    const result = srcIPs(set, set.toStrings());
+    this.srcCache.set(key, result);
+    return result;
   }
 }

@@ -34,14 +34,19 @@ export class SSHCompiler {
   private readonly keyOf: string[];
   private readonly policies = new Map<string, { policy: SSHPolicy | null; hash: string; matches: SSHMatch[] }>();
   private readonly principalCache = new Map<string, SSHPrincipal[]>();
+  /** Each shared principals list's hash, so a policy hashes without re-reading them. */
+  private readonly principalHash = new WeakMap<SSHPrincipal[], string>();
   private readonly usersMaps: Record<string, string>[];
 
   private readonly model: Model;
   private readonly r: Resolver;
 
+  private readonly hash: (s: string) => string;
+
   constructor(model: Model, r: Resolver, hash: (s: string) => string) {
     this.model = model;
     this.r = r;
+    this.hash = hash;
     const tn = r.tn;
     this.srcNodes = model.ssh.map((rule) => r.union(rule.src));
     this.usersMaps = model.ssh.map(sshUsersMap);
@@ -70,7 +75,8 @@ export class SSHCompiler {
       matches.sort((a, b) => a.rule - b.rule);
       const rules = matches.flatMap((m) => this.rules(m));
       const policy = rules.length > 0 ? { rules } : null;
-      this.policies.set(key, { policy, hash: hash(JSON.stringify(policy)), matches });
+      const text = JSON.stringify(policy, (k, v) => (k === 'principals' ? this.principalHash.get(v) : v));
+      this.policies.set(key, { policy, hash: hash(text), matches });
     }
   }
 
@@ -86,6 +92,7 @@ export class SSHCompiler {
     }
     Object.freeze(out);
     this.principalCache.set(key, out);
+    this.principalHash.set(out, this.hash(out.map((p) => p.nodeIP).join(',')));
     return out;
   }
 

@@ -86,6 +86,22 @@ function popcount(x: number): number {
   return (((v + (v >>> 4)) & 0x0f0f0f0f) * 0x01010101) >>> 24;
 }
 
+/**
+ * Node addresses parsed before: a tailnet is compiled again after every change, with mostly the same nodes, and
+ * IPv6 text → bigint is the costly part of indexing. Bounded: cleared when it outgrows any plausible tailnet.
+ */
+const v6Cache = new Map<string, bigint | null>();
+
+function nodeV6(s: string): bigint | null {
+  let v = v6Cache.get(s);
+  if (v === undefined) {
+    if (v6Cache.size > 200_000) v6Cache.clear();
+    v = parseV6(s);
+    v6Cache.set(s, v);
+  }
+  return v;
+}
+
 export class TailnetIndex {
   readonly n: number;
   readonly nodes: readonly TailnetNode[];
@@ -144,7 +160,7 @@ export class TailnetIndex {
       const node = nodes[i];
       this.indexOf.set(node.id, i);
       const a4 = node.ipv4 ? parseV4(node.ipv4) : null;
-      const a6 = node.ipv6 ? parseV6(node.ipv6) : null;
+      const a6 = node.ipv6 ? nodeV6(node.ipv6) : null;
       this.v4[i] = a4 ?? Number.NaN;
       this.v6[i] = a6;
       this.v4Text[i] = a4 === null ? '' : node.ipv4;
@@ -152,7 +168,7 @@ export class TailnetIndex {
       if (a4 !== null) order.push(i);
       if (node.tags.length > 0) {
         this.tagged[i] = 1;
-        for (const t of new Set(node.tags)) {
+        for (const t of node.tags.length === 1 ? node.tags : new Set(node.tags)) {
           const list = this.byTag.get(t) ?? [];
           list.push(i);
           this.byTag.set(t, list);
