@@ -1,7 +1,8 @@
 // `hse`: the operator CLI. Talks to the coordination service's admin socket in the run directory (same settings as
 // the image: HSE_DATA_DIR / HSE_RUN_DIR), so run it where the image runs (inside the container: `docker exec`).
 // Every change is recorded in the activity log with actor "cli".
-import { AdminClient, AdminError } from '../shared/admin-client.ts';
+import fs from 'node:fs';
+import { AdminClient, AdminError, type PolicyProblem } from '../shared/admin-client.ts';
 import { loadConfig } from '../shared/config.ts';
 import { adminSocket } from '../shared/paths.ts';
 
@@ -12,18 +13,41 @@ users create <name>
 users rename <id> <new-name>
 users delete <id>
 keys list
-keys create --user <name|id> [--reusable] [--ephemeral] [--expires <seconds>]
+keys create --user <name|id> [--reusable] [--ephemeral] [--tags tag:a,tag:b] [--expires <seconds>]
 keys expire <id>
 nodes list
-nodes rename <id> <new-name>
-nodes expire <id>
-nodes move <id> <user>
-nodes delete <id>
+nodes rename <node> <new-name>
+nodes expire <node>
+nodes move <node> <user>
+nodes tag <node> tag:a,tag:b        (an empty list "" removes the tags)
+nodes access <node>                 (who may reach it, on what)
+nodes delete <node>
+policy get
+policy set <file>                   (- = standard input; refused unless it validates)
+policy check <file>                 (exit 1 with the errors; nothing changes)
+policy history
+policy revert <version>
 pending list
 pending approve <auth-id> --user <name|id>
 pending reject <auth-id>
 
-Add --json to print JSON instead of a table.`;
+<node> is a machine's id or its name. Add --json to print JSON instead of a table.`;
+
+function readInput(file: string): string {
+  try {
+    return fs.readFileSync(file === '-' ? 0 : file, 'utf8');
+  } catch (e) {
+    process.stderr.write(`hse: cannot read ${file === '-' ? 'standard input' : file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}\n`);
+    process.exit(2);
+  }
+}
+
+/** Prints a refused policy's errors, one per line with its position, and exits 1. */
+function policyRefused(file: string, problems: PolicyProblem[], message: string): never {
+  if (problems.length === 0) process.stderr.write(`hse: ${message}\n`);
+  for (const p of problems) process.stderr.write(`${file}:${p.line}:${p.column}: ${p.message}\n`);
+  process.exit(1);
+}
 
 function flag(args: string[], name: string): string | undefined {
   const i = args.indexOf(name);
@@ -72,6 +96,17 @@ async function run(argv: string[]): Promise<void> {
     else process.stdout.write(`${table((Array.isArray(v) ? v : [v]) as Record<string, unknown>[], cols)}\n`);
   };
   const id = (s: string | undefined) => Number(need(s, 'id'));
+  /** A machine by id or by name. */
+  const node = async (ref: string | undefined): Promise<number> => {
+    const r = need(ref, 'machine (id or name)');
+    if (/^\d+$/.test(r)) return Number(r);
+    const found = (await api.listNodes(who)).filter((n) => n.givenName === r.toLowerCase() || n.fqdn === r.toLowerCase().replace(/\.$/, ''));
+    if (found.length !== 1) {
+      process.stderr.write(`hse: no machine named "${r}" (see hse nodes list)\n`);
+      process.exit(1);
+    }
+    return found[0].id;
+  };
 
   switch (`${group} ${cmd}`) {
     case 'users list':
@@ -91,6 +126,10 @@ async function run(argv: string[]): Promise<void> {
         user,
         reusable: bool(rest, '--reusable'),
         ephemeral: bool(rest, '--ephemeral'),
+        tags: (flag(rest, '--tags') ?? '')
+          .split(',')
+          .map((t) => t.trim())
+          .filter((t) => t !== ''),
         expiresInSeconds: expires ? Number(expires) : undefined,
       });
       if (json) return out(k);
@@ -100,15 +139,56 @@ async function run(argv: string[]): Promise<void> {
     case 'keys expire':
       return out(await api.expirePreAuthKey(who, id(rest[0])), ['id', 'prefix', 'expired']);
     case 'nodes list':
-      return out(await api.listNodes(who), ['id', 'givenName', 'user', 'ipv4', 'ipv6', 'online', 'lastSeen', 'expired']);
+      return out(await api.listNodes(who), ['id', 'givenName', 'user', 'tags', 'ipv4', 'ipv6', 'online', 'lastSeen', 'expired']);
     case 'nodes rename':
-      return out(await api.renameNode(who, id(rest[0]), need(rest[1], 'new name')), ['id', 'givenName', 'fqdn']);
+      return out(await api.renameNode(who, await node(rest[0]), need(rest[1], 'new name')), ['id', 'givenName', 'fqdn']);
     case 'nodes expire':
-      return out(await api.expireNode(who, id(rest[0])), ['id', 'givenName', 'expired']);
+      return out(await api.expireNode(who, await node(rest[0])), ['id', 'givenName', 'expired']);
     case 'nodes move':
-      return out(await api.moveNode(who, id(rest[0]), need(rest[1], 'user')), ['id', 'givenName', 'user']);
+      return out(await api.moveNode(who, await node(rest[0]), need(rest[1], 'user')), ['id', 'givenName', 'user']);
+    case 'nodes tag': {
+      const tags = (rest[1] ?? '')
+        .split(',')
+        .map((t) => t.trim())
+        .filter((t) => t !== '');
+      return out(await api.tagNode(who, await node(rest[0]), tags), ['id', 'givenName', 'tags']);
+    }
+    case 'nodes access':
+      return out((await api.nodeAccess(who, await node(rest[0]))).reachers, ['who', 'what', 'origin', 'line']);
     case 'nodes delete':
-      return out(await api.deleteNode(who, id(rest[0])), ['id', 'givenName']);
+      return out(await api.deleteNode(who, await node(rest[0])), ['id', 'givenName']);
+    case 'policy get': {
+      const p = await api.getPolicy(who);
+      if (json) return out(p);
+      process.stdout.write(p.text ?? `// No policy: every device may reach every other (${p.origin}).\n`);
+      return;
+    }
+    case 'policy check': {
+      const file = need(rest[0], 'policy file (- for standard input)');
+      const r = await api.checkPolicy(who, readInput(file));
+      for (const w of r.warnings) process.stderr.write(`${file}:${w.line}:${w.column}: warning: ${w.message}\n`);
+      if (!r.ok) policyRefused(file, r.errors, 'the policy does not validate');
+      if (json) return out(r);
+      process.stdout.write(`${file}: the policy is valid (nothing was changed)\n`);
+      return;
+    }
+    case 'policy set': {
+      const file = need(rest[0], 'policy file (- for standard input)');
+      try {
+        const v = await api.setPolicy(who, readInput(file));
+        for (const w of v.warnings) process.stderr.write(`${file}:${w.line}:${w.column}: warning: ${w.message}\n`);
+        if (json) return out(v);
+        process.stdout.write(`policy version ${v.version} is in force\n`);
+      } catch (e) {
+        if (e instanceof AdminError && e.status === 400) policyRefused(file, (e.details as { errors?: PolicyProblem[] } | undefined)?.errors ?? [], e.message);
+        throw e;
+      }
+      return;
+    }
+    case 'policy history':
+      return out(await api.policyHistory(who), ['version', 'time', 'actor', 'ip', 'note']);
+    case 'policy revert':
+      return out(await api.revertPolicy(who, id(rest[0])), ['version', 'actor', 'note']);
     case 'pending list':
       return out(await api.listPending(who), ['authId', 'hostname', 'ip', 'created']);
     case 'pending approve':

@@ -1,15 +1,11 @@
 // Client of the coordination service's admin API (services/coordination/src/admin/admin-server.ts), used by the
 // console and the `hse` CLI. Every call says who acts and from which client address, for the activity log.
 import http from 'node:http';
+import { HseError } from './errors.ts';
 import type { NodeView, PendingAuth, PreAuthKeyView, UserRecord } from './model.ts';
 
-export class AdminError extends Error {
-  readonly status: number;
-  constructor(status: number, message: string) {
-    super(message);
-    this.status = status;
-  }
-}
+/** The coordination service's answer to a refused admin call: its status, its words, and any structured details. */
+export class AdminError extends HseError {}
 
 export interface Actor {
   /** Console account name, or "cli". */
@@ -19,6 +15,50 @@ export interface Actor {
 }
 
 export type UserView = UserRecord & { machines: number };
+
+/** A policy error or warning with its position in the text (1-based). */
+export interface PolicyProblem {
+  line: number;
+  column: number;
+  message: string;
+}
+
+export interface PolicyInForce {
+  /** null = no policy (allow-all). */
+  text: string | null;
+  version: number | null;
+  /** "version 7", "file /etc/hse/policy.hujson", "none". */
+  origin: string;
+  /** HSE_POLICY_FILE when the policy is a file (then it cannot be changed here). */
+  file: string | null;
+  allowAll: boolean;
+  /** Tags defined in tagOwners. */
+  tags: string[];
+}
+
+export interface PolicyCheck {
+  ok: boolean;
+  errors: PolicyProblem[];
+  warnings: PolicyProblem[];
+}
+
+export interface PolicyVersionView {
+  version: number;
+  text: string;
+  actor: string;
+  ip: string;
+  time: string;
+  note?: string;
+}
+
+/** One line of "who may reach this machine". */
+export interface Reacher {
+  who: string;
+  what: string;
+  origin: string;
+  line: number;
+  text: string;
+}
 
 export class AdminClient {
   readonly socketPath: string;
@@ -53,8 +93,10 @@ export class AdminClient {
               reject(new AdminError(502, `coordination service answered ${res.statusCode} with a non-JSON body`));
               return;
             }
-            if ((res.statusCode ?? 500) >= 400) reject(new AdminError(res.statusCode ?? 500, (parsed as { error?: string }).error ?? 'request failed'));
-            else resolve(parsed as T);
+            if ((res.statusCode ?? 500) >= 400) {
+              const body = parsed as { error?: string; details?: unknown };
+              reject(new AdminError(res.statusCode ?? 500, body.error ?? 'request failed', { details: body.details }));
+            } else resolve(parsed as T);
           });
         },
       );
@@ -86,7 +128,7 @@ export class AdminClient {
   listPreAuthKeys(who: Actor) {
     return this.request<PreAuthKeyView[]>('GET', '/v1/preauthkeys', who);
   }
-  createPreAuthKey(who: Actor, opts: { user: string | number; reusable?: boolean; ephemeral?: boolean; expiresInSeconds?: number }) {
+  createPreAuthKey(who: Actor, opts: { user: string | number; reusable?: boolean; ephemeral?: boolean; tags?: string[]; expiresInSeconds?: number }) {
     return this.request<PreAuthKeyView & { key: string }>('POST', '/v1/preauthkeys', who, opts);
   }
   expirePreAuthKey(who: Actor, id: number) {
@@ -109,6 +151,27 @@ export class AdminClient {
   }
   deleteNode(who: Actor, id: number) {
     return this.request<NodeView>('DELETE', `/v1/nodes/${id}`, who);
+  }
+  tagNode(who: Actor, id: number, tags: string[]) {
+    return this.request<NodeView>('POST', `/v1/nodes/${id}/tags`, who, { tags });
+  }
+  nodeAccess(who: Actor, id: number) {
+    return this.request<{ reachers: Reacher[] }>('GET', `/v1/nodes/${id}/access`, who);
+  }
+  getPolicy(who: Actor) {
+    return this.request<PolicyInForce>('GET', '/v1/policy', who);
+  }
+  checkPolicy(who: Actor, text: string) {
+    return this.request<PolicyCheck>('POST', '/v1/policy/check', who, { text });
+  }
+  setPolicy(who: Actor, text: string, ifVersion?: number) {
+    return this.request<PolicyVersionView & { warnings: PolicyProblem[] }>('PUT', '/v1/policy', who, { text, ifVersion });
+  }
+  policyHistory(who: Actor) {
+    return this.request<(PolicyVersionView & { diff: string })[]>('GET', '/v1/policy/history', who);
+  }
+  revertPolicy(who: Actor, version: number) {
+    return this.request<PolicyVersionView & { warnings: PolicyProblem[] }>('POST', `/v1/policy/revert/${version}`, who);
   }
   listPending(who: Actor) {
     return this.request<PendingAuth[]>('GET', '/v1/pending', who);

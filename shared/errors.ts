@@ -11,11 +11,14 @@ export class HseError extends Error {
   readonly status: number;
   /** Seconds after which retrying makes sense (sent as Retry-After), when the failure is temporary. */
   readonly retryAfter: number | undefined;
-  constructor(status: number, message: string, opts: { retryAfter?: number } = {}) {
+  /** Structured detail for API callers (a refused policy's errors with line and column), beside the message. */
+  readonly details: unknown;
+  constructor(status: number, message: string, opts: { retryAfter?: number; details?: unknown } = {}) {
     super(message);
     this.name = 'HseError';
     this.status = status;
     this.retryAfter = opts.retryAfter;
+    this.details = opts.details;
   }
 }
 

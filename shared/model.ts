@@ -87,6 +87,8 @@ export interface PendingAuth {
   /** Set when approved. */
   nodeId?: number;
   decidedBy?: string;
+  /** Why it was refused, shown to the device's user (tailscale up prints it). */
+  reason?: string;
 }
 
 /** What the admin API returns for a node: the record plus live state. */

@@ -40,10 +40,11 @@ runService('coordination', async ({ cfg, log }) => {
   await agreeOnKey(redis, log, { redisKey: K.tailnetNoiseKey, what: 'Noise key', file: serverKey.file, publicHex: serverKey.publicKey.toString('hex') });
   const tailnet = new Tailnet(store, sub, log.child('state'));
   const instance = crypto.randomBytes(4).toString('hex');
-  const policySource = new PolicySource({ store: new PolicyStore(store), file: cfg.policyFile, log: log.child('policy') });
+  const policyStore = new PolicyStore(store);
+  const policySource = new PolicySource({ store: policyStore, file: cfg.policyFile, log: log.child('policy') });
   const policy = new LivePolicy({ tailnet, source: policySource, activity, log: log.child('policy'), options: { taildrop: cfg.taildrop } });
   const hub = new MapHub({ cfg, tailnet, store, policy, log: log.child('map'), instance });
-  const registrar = new Registrar({ cfg, activity, store, tailnet, log: log.child('register') });
+  const registrar = new Registrar({ cfg, activity, store, policy, tailnet, log: log.child('register') });
   const controlDeps = { store, hub, registrar, log: log.child('control') };
 
   function upgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): void {
@@ -85,7 +86,7 @@ runService('coordination', async ({ cfg, log }) => {
     if ((req.url ?? '').split('?')[0] === '/ts2021') return upgrade(req, socket, head);
     socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
   });
-  const admin = createAdminServer({ cfg, activity, store, tailnet, hub, registrar, log: log.child('admin') });
+  const admin = createAdminServer({ cfg, activity, store, policy, policyStore, tailnet, hub, registrar, log: log.child('admin') });
 
   await tailnet.start();
   await policy.start();

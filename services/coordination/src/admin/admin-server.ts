@@ -1,13 +1,17 @@
 // The admin API: JSON over HTTP on the coordination service's private admin socket (never routed by the router).
 // The console and the `hse` CLI are its only clients; both pass who acts (x-hse-actor) and from where
 // (x-hse-client-ip), and every change is written to the activity log here, in one place.
-import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import http, { type ServerResponse } from 'node:http';
 import type { ActivityLog } from '../../../../shared/activity.ts';
 import type { Config } from '../../../../shared/config.ts';
 import { HseError, isStoreDown, statusOf } from '../../../../shared/errors.ts';
 import type { Logger } from '../../../../shared/log.ts';
 import { isExpired, type NodeRecord, type NodeView, nodeFqdn, type PreAuthKeyRecord, type PreAuthKeyView, type UserRecord } from '../../../../shared/model.ts';
 import type { MapHub } from '../control/map-hub.ts';
+import type { LivePolicy } from '../map/live-policy.ts';
+import type { PolicyStore } from '../state/policy-store.ts';
+import { policyRoutes } from './policy-routes.ts';
+import { type Call, id, readBody, type Routes, str } from './admin-kit.ts';
 import type { Registrar } from '../control/register.ts';
 import { invalidLabelReason } from '../state/names.ts';
 import type { Store } from '../state/store.ts';
@@ -17,50 +21,12 @@ export interface AdminDeps {
   cfg: Config;
   activity: ActivityLog;
   store: Store;
+  policy: LivePolicy;
+  policyStore: PolicyStore;
   tailnet: Tailnet;
   hub: MapHub;
   registrar: Registrar;
   log: Logger;
-}
-
-interface Call {
-  params: string[];
-  body: Record<string, unknown>;
-  actor: string;
-  ip: string;
-}
-
-type Handler = (c: Call) => Promise<unknown>;
-
-const MAX_BODY = 64 * 1024;
-
-async function readBody(req: IncomingMessage): Promise<Record<string, unknown>> {
-  const chunks: Buffer[] = [];
-  let n = 0;
-  for await (const c of req as AsyncIterable<Buffer>) {
-    n += c.length;
-    if (n > MAX_BODY) throw new HseError(413, 'request body too large');
-    chunks.push(c);
-  }
-  if (n === 0) return {};
-  try {
-    const v = JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown;
-    if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Error();
-    return v as Record<string, unknown>;
-  } catch {
-    throw new HseError(400, 'request body must be a JSON object');
-  }
-}
-
-function str(b: Record<string, unknown>, k: string): string {
-  const v = b[k];
-  if (typeof v !== 'string' || v.trim() === '') throw new HseError(400, `"${k}" is required`);
-  return v.trim();
-}
-
-function id(s: string): number {
-  if (!/^\d{1,12}$/.test(s)) throw new HseError(400, `"${s}" is not an id`);
-  return Number(s);
 }
 
 export function createAdminServer(d: AdminDeps): http.Server {
@@ -86,13 +52,28 @@ export function createAdminServer(d: AdminDeps): http.Server {
     if (!u) throw new HseError(404, `no user "${s}"`);
     return u;
   };
+  /** Tags from a request body, each defined in the policy's tagOwners (the only tags a device may carry). */
+  const definedTags = (v: unknown): string[] => {
+    if (v === undefined) return [];
+    if (!Array.isArray(v) || !v.every((t) => typeof t === 'string')) throw new HseError(400, '"tags" must be a list like ["tag:server", "tag:db"]');
+    const tags = [...new Set(v.map((t) => (t.startsWith('tag:') ? t : `tag:${t}`).toLowerCase()))].sort();
+    const defined = d.policy.policy.definedTags();
+    const unknown = tags.filter((t) => !defined.includes(t));
+    if (unknown.length > 0) {
+      throw new HseError(
+        400,
+        `${unknown.join(', ')} ${unknown.length === 1 ? 'is' : 'are'} not defined in the policy's tagOwners${defined.length > 0 ? ` (defined: ${defined.join(', ')})` : ' (it defines no tags)'}`,
+      );
+    }
+    return tags;
+  };
   const mustNode = async (s: string): Promise<NodeRecord> => {
     const n = await d.store.getNode(id(s));
     if (!n) throw new HseError(404, `no machine with id ${s}`);
     return n;
   };
 
-  const routes: Record<string, Handler> = {
+  const routes: Routes = {
     'GET /v1/health': async () => ({ ok: true, nodes: d.tailnet.nodes.size, streams: d.hub.streamCount }),
 
     'GET /v1/users': async () => {
@@ -129,10 +110,17 @@ export function createAdminServer(d: AdminDeps): http.Server {
         userId: u.id,
         reusable: c.body.reusable === true,
         ephemeral: c.body.ephemeral === true,
+        tags: definedTags(c.body.tags),
         expiration: new Date(Date.now() + seconds * 1000),
         createdBy: c.actor,
       });
-      await log(c, 'authkey.create', record.prefix, { user: u.name, reusable: record.reusable, ephemeral: record.ephemeral, expiration: record.expiration });
+      await log(c, 'authkey.create', record.prefix, {
+        user: u.name,
+        reusable: record.reusable,
+        ephemeral: record.ephemeral,
+        tags: record.tags,
+        expiration: record.expiration,
+      });
       return { key, ...keyView(record) };
     },
     'POST /v1/preauthkeys/:id/expire': async (c) => {
@@ -165,6 +153,13 @@ export function createAdminServer(d: AdminDeps): http.Server {
       await log(c, 'node.move', n.givenName, { from: d.tailnet.users.get(before.userId)?.name, to: u.name });
       return nodeView(n);
     },
+    'POST /v1/nodes/:id/tags': async (c) => {
+      const before = await mustNode(c.params[0]);
+      const tags = definedTags(c.body.tags ?? []);
+      const n = (await d.store.updateNode(before.id, (x) => (x.tags.join() === tags.join() ? null : { ...x, tags }), true)) ?? before;
+      await log(c, 'node.tags', n.givenName, { from: before.tags, to: n.tags });
+      return nodeView(n);
+    },
     'DELETE /v1/nodes/:id': async (c) => {
       const n = await d.store.deleteNode(id(c.params[0]));
       await log(c, 'node.delete', n.givenName, { addresses: [n.ipv4, n.ipv6] });
@@ -188,6 +183,7 @@ export function createAdminServer(d: AdminDeps): http.Server {
       await log(c, 'node.reject', p.hostname, { ip: p.ip });
       return p;
     },
+    ...policyRoutes({ live: d.policy, store: d.policyStore, file: d.cfg.policyFile, log }),
   };
 
   const compiled = Object.entries(routes).map(([k, h]) => {
@@ -221,7 +217,7 @@ export function createAdminServer(d: AdminDeps): http.Server {
           return;
         }
         if (!(e instanceof HseError)) d.log.error('admin request failed', { route: `${req.method} ${path}`, error: e.stack ?? e.message });
-        send(res, statusOf(e), { error: e instanceof HseError ? e.message : 'internal error; see the coordination log' });
+        send(res, statusOf(e), e instanceof HseError ? { error: e.message, details: e.details } : { error: 'internal error; see the coordination log' });
       });
   });
 }

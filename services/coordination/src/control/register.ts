@@ -10,6 +10,8 @@ import { normaliseKey } from '../../../../shared/keys.ts';
 import type { Logger } from '../../../../shared/log.ts';
 import { redact } from '../../../../shared/log.ts';
 import { isExpired, type NodeRecord, type PendingAuth, type PreAuthKeyRecord, type UserRecord } from '../../../../shared/model.ts';
+import type { LivePolicy } from '../map/live-policy.ts';
+import { profileOf } from '../map/map-builder.ts';
 import type { Store } from '../state/store.ts';
 import type { Tailnet } from '../state/tailnet.ts';
 import { capVersionProblem } from '../tailcfg/capver.ts';
@@ -23,6 +25,8 @@ export interface RegisterDeps {
   cfg: Config;
   activity: ActivityLog;
   store: Store;
+  /** The policy in force: who may own which tags (--advertise-tags). */
+  policy: LivePolicy;
   tailnet: Tailnet;
   log: Logger;
 }
@@ -33,6 +37,13 @@ export interface RegisterCall {
   clientIp: string;
   /** Aborted when the client goes away while a follow-up is held. */
   signal: AbortSignal;
+}
+
+/** Hostinfo.RequestTags (`tailscale up --advertise-tags`), lowercased, sorted, each once. */
+function requestedTags(h: Hostinfo | null | undefined): string[] {
+  const raw = (h as { RequestTags?: unknown } | null | undefined)?.RequestTags;
+  if (!Array.isArray(raw)) return [];
+  return [...new Set(raw.filter((t): t is string => typeof t === 'string').map((t) => t.toLowerCase()))].sort();
 }
 
 function hostnameOf(h: Hostinfo | null | undefined): string {
@@ -67,13 +78,30 @@ export class Registrar {
 
   private async authorized(node: NodeRecord): Promise<RegisterResponse> {
     const u = await this.userOf(node);
-    const name = u?.name ?? `user-${node.userId}`;
+    // A tagged node is nobody's: it is told its own identity, as its map's self Node carries it (map-builder.ts).
+    const users = u ? new Map([[u.id, u]]) : this.d.tailnet.users;
+    const p = profileOf({ cfg: this.d.cfg, users }, node, true) ?? { ID: node.userId, LoginName: `user-${node.userId}`, DisplayName: `user-${node.userId}` };
     return {
-      User: { ID: node.userId, DisplayName: u?.displayName ?? name },
-      Login: { ID: node.userId, Provider: '', LoginName: name, DisplayName: u?.displayName ?? name },
+      User: { ID: p.ID, DisplayName: p.DisplayName },
+      Login: { ID: p.ID, Provider: '', LoginName: p.LoginName, DisplayName: p.DisplayName },
       MachineAuthorized: !isExpired(node),
       NodeKeyExpired: isExpired(node),
     };
+  }
+
+  /**
+   * The tags a device asks for (`tailscale up --advertise-tags`, Hostinfo.RequestTags), checked against the policy:
+   * each must be defined in tagOwners and owned by the user (or by a tag the node already has). Returns the sorted
+   * tags, or the refusal the client prints ("backend error: …"), naming the tags.
+   */
+  private checkRequestedTags(requested: string[], userId: number, currentTags: string[] = []): { tags: string[] } | { error: string } {
+    const tags = [...new Set(requested.map((t) => t.toLowerCase()))].sort();
+    const policy = this.d.policy.policy;
+    const refused = tags.filter((t) => !(policy.mayOwnTag(userId, t) || policy.tagsMayOwnTag(currentTags, t)));
+    if (refused.length === 0) return { tags };
+    const defined = policy.definedTags();
+    const why = refused.map((t) => (defined.includes(t) ? `${t} (not owned by this user in tagOwners)` : `${t} (not defined in tagOwners)`));
+    return { error: `requested tags [${refused.join(' ')}] are invalid or not permitted: ${why.join(', ')}` };
   }
 
   private activity(action: string, node: Pick<NodeRecord, 'givenName' | 'hostname'>, ip: string, details: Record<string, unknown>): void {
@@ -115,9 +143,22 @@ export class Registrar {
       return this.authorized(n ?? byKey);
     }
 
-    // Known node key, no new credentials: the client checks it is still logged in.
+    // Known node key, no new credentials: the client checks it is still logged in — or, after `tailscale up
+    // --advertise-tags=…` on a registered device, asks for tags (the client logs in again when its tags change).
     if (byKey && !authKey) {
       if (!isExpired(byKey)) {
+        const requested = requestedTags(req.Hostinfo);
+        if (requested.length > 0 && requested.join() !== byKey.tags.join()) {
+          const checked = this.checkRequestedTags(requested, byKey.userId, byKey.tags);
+          if ('error' in checked) {
+            this.refused(req, clientIp, checked.error);
+            return { Error: checked.error };
+          }
+          const n = await this.d.store.updateNode(byKey.id, (x) => ({ ...x, tags: checked.tags }), true);
+          this.activity('node.tags', byKey, clientIp, { from: byKey.tags, to: checked.tags, by: 'advertise-tags' });
+          await this.updateHostinfo(n ?? byKey, req);
+          return this.authorized(n ?? byKey);
+        }
         await this.updateHostinfo(byKey, req);
         return this.authorized(byKey);
       }
@@ -152,6 +193,14 @@ export class Registrar {
     return { AuthURL: authURL(this.d.cfg, pending.authId) };
   }
 
+  /** A registration refused with a reason the client prints: in the log and the activity log. */
+  private refused(req: RegisterRequest, clientIp: string, reason: string): void {
+    this.d.log.warn('register refused', { reason, hostname: hostnameOf(req.Hostinfo), ip: clientIp });
+    this.d.activity
+      .record({ action: 'node.register_refused', actor: `device:${hostnameOf(req.Hostinfo)}`, ip: clientIp, details: { reason } })
+      .catch((err: Error) => this.d.log.warn('could not write activity entry', { action: 'node.register_refused', error: err.message }));
+  }
+
   private async updateHostinfo(node: NodeRecord, req: RegisterRequest): Promise<void> {
     if (!req.Hostinfo) return;
     const hostname = hostnameOf(req.Hostinfo);
@@ -166,17 +215,28 @@ export class Registrar {
       key = await this.d.store.usePreAuthKey(authKey);
     } catch (e) {
       if (e instanceof HseError) {
-        this.d.log.warn('register refused', { reason: e.message, hostname: hostnameOf(req.Hostinfo), ip: clientIp });
-        this.d.activity
-          .record({ action: 'node.register_refused', actor: `device:${hostnameOf(req.Hostinfo)}`, ip: clientIp, details: { reason: e.message } })
-          .catch((err: Error) => this.d.log.warn('could not write activity entry', { action: 'node.register_refused', error: err.message }));
+        this.refused(req, clientIp, e.message);
         return { Error: e.message };
       }
       throw e;
     }
+    // A tagged key gives its tags (the device is then owned by them); an untagged key lets the device ask for tags its
+    // user may own. A refusal gives a single-use key back, so the corrected `tailscale up` can still use it.
+    const requested = requestedTags(req.Hostinfo);
+    let tags = key.tags;
+    if (tags.length === 0 && requested.length > 0) {
+      const checked = this.checkRequestedTags(requested, key.userId);
+      if ('error' in checked) {
+        if (!key.reusable) await this.d.store.releasePreAuthKey(key.id);
+        this.refused(req, clientIp, checked.error);
+        return { Error: checked.error };
+      }
+      tags = checked.tags;
+    }
     const node = await this.upsertNode({
       machineKey,
       nodeKey,
+      tags,
       userId: key.userId,
       hostinfo: (req.Hostinfo as Record<string, unknown>) ?? null,
       hostname: hostnameOf(req.Hostinfo),
@@ -218,7 +278,7 @@ export class Registrar {
     }
     const decided = await this.waitForDecision(pending.authId, call.signal);
     if (!decided || decided.status === 'pending') return { AuthURL: authURL(this.d.cfg, pending.authId) };
-    if (decided.status === 'rejected') return { Error: 'an administrator rejected this device' };
+    if (decided.status === 'rejected') return { Error: decided.reason ?? 'an administrator rejected this device' };
     const node = decided.nodeId ? await this.d.store.getNode(decided.nodeId) : null;
     if (!node) return { Error: 'the approved machine was removed before it could log in; run tailscale up again' };
     return this.authorized(node);
@@ -254,7 +314,22 @@ export class Registrar {
     if (!p) throw new HseError(404, 'this login request is unknown or expired; run tailscale up again on the device');
     if (p.status !== 'pending') throw new HseError(409, `this login request was already ${p.status}`);
     if (!(await this.d.store.getUser(userId))) throw new HseError(404, `no user with id ${userId}`);
+    // Tags the device asked for must be the approving user's to give; otherwise the device is told why.
+    const requested = requestedTags(p.hostinfo as Hostinfo | null);
+    let tags: string[] | undefined;
+    if (requested.length > 0) {
+      const checked = this.checkRequestedTags(requested, userId);
+      if ('error' in checked) {
+        await this.d.store.decidePending({ ...p, status: 'rejected', decidedBy: actor, reason: checked.error });
+        throw new HseError(
+          403,
+          `${checked.error}; the device was told so (it must run tailscale up again without those tags, or a user who owns them must approve it)`,
+        );
+      }
+      tags = checked.tags;
+    }
     const node = await this.upsertNode({
+      tags,
       machineKey: p.machineKey,
       nodeKey: p.nodeKey,
       userId,

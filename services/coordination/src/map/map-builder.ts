@@ -97,7 +97,7 @@ export function userProfile(u: UserRecord): UserProfile {
 }
 
 /** The profile behind a node's User in a map (see userIdOf); null for an owner that no longer exists. */
-export function profileOf(ctx: MapContext, n: NodeRecord, asSelf: boolean): UserProfile | null {
+export function profileOf(ctx: Pick<MapContext, 'cfg' | 'users'>, n: NodeRecord, asSelf: boolean): UserProfile | null {
   if (!isTagged(n)) {
     const u = ctx.users.get(n.userId);
     return u ? userProfile(u) : null;

@@ -90,6 +90,10 @@ export class AllowAll implements CompiledPolicy {
     return true;
   }
 
+  definedTags(): string[] {
+    return [];
+  }
+
   mayOwnTag(): boolean {
     return false;
   }

@@ -487,6 +487,10 @@ export class Compiled implements CompiledPolicy {
     return null;
   }
 
+  definedTags(): string[] {
+    return [...this.model.tagOwners.keys()].sort();
+  }
+
   mayOwnTag(userId: number, tag: string): boolean {
     const owners = this.model.tagOwners.get(tag);
     if (!owners || !this.tn.users.has(userId)) return false;

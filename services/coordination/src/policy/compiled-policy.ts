@@ -60,6 +60,8 @@ export interface CompiledPolicy {
    * addresses of the two nodes; without it, either family admitting counts.
    */
   mayReach(srcId: number, dstId: number, proto: number, port: number, family?: 4 | 6): boolean;
+  /** The tags the policy defines (the keys of tagOwners), sorted: the only tags a device may carry. */
+  definedTags(): string[];
   /** May this user put the tag on a device (--advertise-tags, an admin tagging)? Tags not in tagOwners: never. */
   mayOwnTag(userId: number, tag: string): boolean;
   /** May a device with these tags take the tag (tags listed as owners of other tags)? */

@@ -407,6 +407,11 @@ export class Store {
     return { ...record, used: true };
   }
 
+  /** Makes a consumed single-use key usable again (its registration was refused after the key was taken). */
+  async releasePreAuthKey(id: number): Promise<void> {
+    await this.redis.hdel(K.preAuthKeyUsed, String(id));
+  }
+
   // ---- pending interactive registrations ----------------------------------------------------------------------
 
   async createPending(p: Omit<PendingAuth, 'authId' | 'status' | 'created'>): Promise<PendingAuth> {
