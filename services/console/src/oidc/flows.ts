@@ -71,7 +71,7 @@ export class Flows {
   async take(ctx: Context, state: string): Promise<{ flow: Flow } | { refused: string }> {
     if (!STATE_RE.test(state)) return { refused: 'the answer carries no valid state value' };
     const json = await this.redis.getdel(`${K.consoleOidcFlowPrefix}${state}`);
-    if (json === null) return { refused: 'no sign-in with this state is under way (already used, expired, or never started here)' };
+    if (json === null) return { refused: 'no sign-in with this state is under way: it was already used, has expired, or was never started here' };
     const flow = JSON.parse(json) as Flow;
     const binding = this.binding(ctx);
     if (!binding || !tokensMatch(hash(binding), flow.binding)) return { refused: 'the sign-in was started in another browser' };

@@ -144,7 +144,7 @@ export function oidcRoutes(router: Router, d: OidcDeps): void {
       throw new PageError(
         400,
         'Sign-in not completed',
-        `This answer from ${oidc.displayName} does not belong to a sign-in under way in this browser (${taken.refused}). Start again from the console's sign-in page or the device's login link.`,
+        `This answer from ${oidc.displayName} does not belong to a sign-in under way in this browser: ${taken.refused}. Start again from the console's sign-in page or the device's login link.`,
       );
     }
     const flow = taken.flow;
