@@ -5,9 +5,11 @@
 // (conformIdTokenClaims): with an access token issued, the ID token carries `sub` and the profile, e-mail and groups
 // arrive through UserInfo, the way many providers send groups.
 //
-// One thing only tests have: POST /__test/tamper {claim, value} makes the next token response carry an ID token
-// with that claim changed, re-signed with this provider's own signing key — a provider that misbehaves (wrong iss,
-// aud, nonce) with a valid signature, which nothing else can produce. It stays on loopback like the rest.
+// Two things only tests have, on loopback like the rest: POST /__test/tamper (form field json = {claim, value})
+// makes the next token response carry an ID token with that claim changed, re-signed with this provider's own
+// signing key — a provider that misbehaves (wrong iss, aud, nonce) with a valid signature, which nothing else can
+// produce; POST /__test/groups (json = {login, groups}) changes a user's groups, as an administrator of the
+// provider would.
 //
 // Configuration: JSON in the environment variable OIDC_IDP_CONFIG (IdpServerConfig below). Prints "listening" once
 // it accepts connections.
@@ -25,6 +27,8 @@ export interface IdpUser {
   emailVerified: boolean;
   name: string;
   groups: string[];
+  /** Whether the provider has a picture of this user (served by this process, /__test/picture/<login>.svg). */
+  picture: boolean;
 }
 
 export interface IdpClient {
@@ -71,7 +75,7 @@ const provider = new Provider(cfg.issuer, {
   claims: {
     openid: ['sub'],
     email: ['email', 'email_verified'],
-    profile: ['name', 'preferred_username'],
+    profile: ['name', 'preferred_username', 'picture'],
     groups: ['groups'],
   },
   features: { devInteractions: { enabled: false } },
@@ -83,7 +87,8 @@ const provider = new Provider(cfg.issuer, {
     return {
       accountId: sub,
       async claims() {
-        return { sub, email: u.email, email_verified: u.emailVerified, name: u.name, preferred_username: u.login, groups: u.groups };
+        const picture = u.picture ? { picture: `${cfg.issuer}/__test/picture/${u.login}.svg` } : {};
+        return { sub, email: u.email, email_verified: u.emailVerified, name: u.name, preferred_username: u.login, groups: u.groups, ...picture };
       },
     };
   },
@@ -154,6 +159,23 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
   const url = new URL(req.url ?? '/', cfg.issuer);
   const m = /^\/interaction\/([^/]+)(?:\/(login))?$/.exec(url.pathname);
   if (m) return interaction(req, res, m[1], m[2]);
+  const pic = /^\/__test\/picture\/([a-z]+)\.svg$/.exec(url.pathname);
+  if (pic) {
+    const initial = esc(pic[1].slice(0, 1).toUpperCase());
+    res.writeHead(200, { 'content-type': 'image/svg+xml', 'cross-origin-resource-policy': 'cross-origin' });
+    res.end(
+      `<svg xmlns="http://www.w3.org/2000/svg" width="64" height="64"><circle cx="32" cy="32" r="32" fill="#3b6"/><text x="32" y="42" font-size="30" text-anchor="middle" fill="#fff" font-family="sans-serif">${initial}</text></svg>`,
+    );
+    return;
+  }
+  if (url.pathname === '/__test/groups' && req.method === 'POST') {
+    const change = JSON.parse((await readForm(req)).get('json') ?? '{}') as { login: string; groups: string[] };
+    const u = cfg.users.find((x) => x.login === change.login);
+    if (!u) throw new Error(`no user ${change.login}`);
+    u.groups = change.groups;
+    res.writeHead(204).end();
+    return;
+  }
   if (url.pathname === '/__test/tamper' && req.method === 'POST') {
     tamper = JSON.parse((await readForm(req)).get('json') ?? 'null') as typeof tamper;
     res.writeHead(204).end();

@@ -1,6 +1,6 @@
 // Starts the tests' OpenID provider (test/harness/oidc-idp-server.ts: oidc-provider over HTTPS with a certificate of
 // the test CA) as its own process, and knows its users:
-//   alice    alice@example.com        verified   eng            adds devices
+//   alice    alice@example.com        verified   eng            adds devices; has a picture
 //   bob      bob@example.com          verified   sales          adds devices; no console group
 //   mallory  mallory@elsewhere.example verified  eng            outside the allowed domain
 //   erin     erin@example.com         verified   (none)         in no allowed group
@@ -25,7 +25,7 @@ export const IDP_CLIENT = { id: 'hse-test', secret: 'hse-test-client-secret-0123
 /** A second client registered at the same provider (another application): its codes must not work for hse. */
 export const OTHER_CLIENT = { id: 'other-app', secret: 'other-app-client-secret-0123456789' };
 
-const user = (login: string, email: string, groups: string[], emailVerified = true): IdpUser => ({
+const user = (login: string, email: string, groups: string[], emailVerified = true, picture = false): IdpUser => ({
   sub: `sub-${login}-${Buffer.from(login).toString('hex')}`,
   login,
   password: `${login}-password`,
@@ -33,10 +33,11 @@ const user = (login: string, email: string, groups: string[], emailVerified = tr
   emailVerified,
   name: `${login.slice(0, 1).toUpperCase()}${login.slice(1)} Example`,
   groups,
+  picture,
 });
 
 export const USERS = {
-  alice: user('alice', 'alice@example.com', ['eng']),
+  alice: user('alice', 'alice@example.com', ['eng'], true, true),
   bob: user('bob', 'bob@example.com', ['sales']),
   mallory: user('mallory', 'mallory@elsewhere.example', ['eng']),
   erin: user('erin', 'erin@example.com', []),
@@ -70,6 +71,8 @@ export interface TestIdp {
   proc: Proc;
   /** The next token response carries an ID token with `claim` set to `value`, re-signed with the provider's key. */
   tamperNextIdToken(claim: string, value: unknown): Promise<void>;
+  /** Changes the user's groups at the provider (what the next sign-in reports). */
+  setGroups(user: IdpUser, groups: string[]): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -108,6 +111,20 @@ export async function startIdp(opts: IdpOptions): Promise<TestIdp> {
     ],
   };
   const proc = runProcess('test/harness/oidc-idp-server.ts', { OIDC_IDP_CONFIG: JSON.stringify(config) });
+  /** Posts to one of the provider's test-only endpoints (oidc-idp-server.ts). */
+  const testControl = async (path: string, json: unknown): Promise<void> => {
+    const body = new URLSearchParams({ json: JSON.stringify(json) }).toString();
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = https.request({ host: '127.0.0.1', port, path, method: 'POST', ca: opts.ca.caPem, servername: 'localhost', agent: false }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', reject);
+      req.setHeader('content-type', 'application/x-www-form-urlencoded');
+      req.end(body);
+    });
+    if (status !== 204) throw new Error(`the test provider answered ${status} to ${path}`);
+  };
   try {
     await proc.waitFor(/test provider listening/, 30_000);
   } catch (e) {
@@ -119,22 +136,8 @@ export async function startIdp(opts: IdpOptions): Promise<TestIdp> {
     port,
     caFile: opts.ca.caFile,
     proc,
-    async tamperNextIdToken(claim, value) {
-      const body = new URLSearchParams({ json: JSON.stringify({ claim, value }) }).toString();
-      const status = await new Promise<number>((resolve, reject) => {
-        const req = https.request(
-          { host: '127.0.0.1', port, path: '/__test/tamper', method: 'POST', ca: opts.ca.caPem, servername: 'localhost', agent: false },
-          (res) => {
-            res.resume();
-            resolve(res.statusCode ?? 0);
-          },
-        );
-        req.on('error', reject);
-        req.setHeader('content-type', 'application/x-www-form-urlencoded');
-        req.end(body);
-      });
-      if (status !== 204) throw new Error(`could not set up the tampered ID token: the provider answered ${status}`);
-    },
+    tamperNextIdToken: (claim, value) => testControl('/__test/tamper', { claim, value }),
+    setGroups: (u, groups) => testControl('/__test/groups', { login: u.login, groups }),
     stop: async () => {
       await proc.stop();
     },

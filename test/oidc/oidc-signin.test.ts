@@ -131,6 +131,7 @@ test.serial("alice adds a waiting device by signing in: it is hers, her user mad
   t.truthy(u);
   t.is(u!.displayName, 'Alice Example');
   t.is(u!.email, 'alice@example.com');
+  t.is(u!.picture, `${idp!.issuer}/__test/picture/alice.svg`);
   t.deepEqual(u!.idpGroups, ['eng']);
   t.deepEqual(u!.idp, { issuer: idp!.issuer, subject: USERS.alice.sub });
 
@@ -184,9 +185,14 @@ for (const [name, user, reason] of [
     const [entry] = await logEntries('node.signin_refused');
     t.is(entry.actor, user.email);
     t.is(entry.target, `${user.login}-box`);
-    // The link still works for someone allowed.
-    const ok = browser();
-    t.is((await ok.callback(await ok.signInAtProvider(await ok.startDevice(authUrl), USERS.alice))).status, 200);
+    // The link still works for someone allowed: here, in the same browser, by signing in to the provider again as
+    // another account (the provider is asked to show its sign-in form although someone is signed in there).
+    const again = await b.hse.request(`/console/oidc/device/${authId}`, { form: { csrf: Client.csrfOf(r.body), another: '1' } });
+    t.is(again.status, 303);
+    t.is(new URL(String(again.headers.location)).searchParams.get('prompt'), 'login');
+    const added = await b.callback(await b.signInAtProvider(String(again.headers.location), USERS.alice));
+    t.is(added.status, 200);
+    t.regex(added.body, /<strong id="added-user">alice@example\.com<\/strong>/);
     t.is((await pending(authId)).status, 'approved');
   });
 }
@@ -230,6 +236,19 @@ test.serial(
     t.is(failed?.details.reason, 'in no console group');
   },
 );
+
+test.serial('console roles follow the groups at each sign-in: someone taken out of the admin group loses the console, their open session too', async (t) => {
+  const first = browser();
+  t.is((await first.callback(await first.signInAtProvider(await first.startConsole(), USERS.olivia))).status, 303);
+  t.is((await first.hse.request('/console/machines')).status, 200);
+  await idp!.setGroups(USERS.olivia, []);
+  t.teardown(() => idp!.setGroups(USERS.olivia, USERS.olivia.groups));
+  const second = browser();
+  const denied = await second.callback(await second.signInAtProvider(await second.startConsole(), USERS.olivia));
+  t.is(denied.status, 403);
+  t.regex(denied.body, /No console access/);
+  t.is((await first.hse.request('/console/machines')).status, 302, 'the session signed in before is over');
+});
 
 test.serial('approving by hand is refused while the provider is how devices join (HSE_OIDC_OPERATOR_APPROVAL off)', async (t) => {
   const { device, authId } = await waitingDevice('hand-approved');

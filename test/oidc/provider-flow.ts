@@ -57,6 +57,16 @@ export class ProviderBrowser {
         location = new URL(String(posted.headers.location), this.idpOrigin).href;
         continue;
       }
+      if (r.status === 200 && /document\.forms\[0\]\.submit\(\)/.test(r.body)) {
+        // A page that posts itself at once (the provider ending the previous account's session): post it.
+        const action = /<form method="post" action="([^"]+)"/.exec(r.body)?.[1];
+        if (!action) throw new Error(`self-posting page without action:\n${r.body}`);
+        const fields = Object.fromEntries([...r.body.matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)"\/?>/g)].map((m) => [m[1], m[2]]));
+        const posted = await this.idp.request(this.idpPath(new URL(action, this.idpOrigin).href), { form: fields });
+        if (posted.status < 300 || posted.status >= 400) throw new Error(`self-posting page answered ${posted.status}: ${posted.body.slice(0, 500)}`);
+        location = new URL(String(posted.headers.location), this.idpOrigin).href;
+        continue;
+      }
       if (r.status < 300 || r.status >= 400) throw new Error(`provider answered ${r.status} at ${location}: ${r.body.slice(0, 500)}`);
       location = new URL(String(r.headers.location), this.idpOrigin).href;
     }

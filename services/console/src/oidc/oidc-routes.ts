@@ -1,8 +1,9 @@
 // Sign-in with the identity provider, for devices and for the console. Registered only when HSE_OIDC_ISSUER is set.
 //   GET  /console/register/:authId      the device page: the device that asked and "Sign in with <provider> to add it"
 //                                       (?approve, with HSE_OIDC_OPERATOR_APPROVAL=on: the administrator's page instead)
-//   POST /console/oidc/device/:authId   csrf                -> 303 to the provider
-//   POST /console/oidc/login            csrf, next          -> 303 to the provider
+//   POST /console/oidc/device/:authId   csrf, [another]     -> 303 to the provider
+//   POST /console/oidc/login            csrf, next, [another] -> 303 to the provider
+// (`another` = 1: the provider asks for credentials even if signed in there, to use another account.)
 //   GET  /console/oidc/callback         code, state, iss    -> device added | refused page; console session, 303 next
 // The starts are POSTs with the sign-in form's CSRF token, so a link alone cannot send a signed-in person's browser
 // through the provider and back (with single sign-on that would add an attacker's device without a click). The
@@ -113,8 +114,10 @@ export function oidcRoutes(router: Router, d: OidcDeps): void {
     });
   });
 
+  const another = (form: URLSearchParams) => field(form, 'another') === '1';
+
   router.post('/console/oidc/device/:authId', async (ctx) => {
-    await checkToken(ctx);
+    const form = await checkToken(ctx);
     mustBeAvailable();
     const pending = await pendingOf(ctx, ctx.params.authId);
     if (pending?.status !== 'pending') {
@@ -125,7 +128,7 @@ export function oidcRoutes(router: Router, d: OidcDeps): void {
     }
     const secrets = await flows.begin(ctx, { purpose: 'device', authId: pending.authId });
     ctx.status = 303;
-    ctx.redirect((await d.provider.authorizationUrl(secrets)).href);
+    ctx.redirect((await d.provider.authorizationUrl(secrets, another(form))).href);
   });
 
   router.post('/console/oidc/login', async (ctx) => {
@@ -133,7 +136,7 @@ export function oidcRoutes(router: Router, d: OidcDeps): void {
     mustBeAvailable();
     const secrets = await flows.begin(ctx, { purpose: 'console', next: safeNext(field(form, 'next')) });
     ctx.status = 303;
-    ctx.redirect((await d.provider.authorizationUrl(secrets)).href);
+    ctx.redirect((await d.provider.authorizationUrl(secrets, another(form))).href);
   });
 
   router.get('/console/oidc/callback', async (ctx) => {
@@ -176,7 +179,14 @@ export function oidcRoutes(router: Router, d: OidcDeps): void {
         groups: identity.groups,
       });
       ctx.status = 403;
-      ctx.body = deviceRefusedPage(refusal, label, pending);
+      ctx.body = deviceRefusedPage({
+        reason: refusal,
+        who: label,
+        pending,
+        authId: flow.authId,
+        csrf: loginToken(ctx, d.loginCsrf),
+        provider: oidc.displayName,
+      });
       return;
     }
     try {
@@ -197,7 +207,7 @@ export function oidcRoutes(router: Router, d: OidcDeps): void {
       await d.record(ctx, 'console.signin_failed', label, label, { method: 'identity provider', reason: 'in no console group', groups: identity.groups });
       ctx.status = 403;
       ctx.type = 'html';
-      ctx.body = noConsoleAccessPage(label, oidc.displayName);
+      ctx.body = noConsoleAccessPage({ who: label, provider: oidc.displayName, csrf: loginToken(ctx, d.loginCsrf), next: flow.next });
       return;
     }
     const account = await people.signIn(identity, role);

@@ -110,8 +110,11 @@ export class IdentityProvider {
     return { state: client.randomState(), nonce: client.randomNonce(), codeVerifier: client.randomPKCECodeVerifier() };
   }
 
-  /** Where to send the browser to sign in. */
-  async authorizationUrl(s: FlowSecrets): Promise<URL> {
+  /**
+   * Where to send the browser to sign in. `anotherAccount` asks the provider to show its sign-in form even to someone
+   * signed in there (prompt=login), so a person refused as one account can try another.
+   */
+  async authorizationUrl(s: FlowSecrets, anotherAccount = false): Promise<URL> {
     const config = this.ready();
     return client.buildAuthorizationUrl(config, {
       redirect_uri: this.cfg.redirectUri,
@@ -121,6 +124,7 @@ export class IdentityProvider {
       code_challenge_method: 'S256',
       state: s.state,
       nonce: s.nonce,
+      ...(anotherAccount ? { prompt: 'login' } : {}),
     });
   }
 

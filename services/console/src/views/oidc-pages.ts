@@ -77,15 +77,36 @@ export function deviceAddedPage(node: NodeView, who: string): string {
   );
 }
 
-export function deviceRefusedPage(reason: string, who: string, p: PendingAuth | null): string {
+export interface DeviceRefusedView {
+  reason: string;
+  who: string;
+  pending: PendingAuth | null;
+  authId: string;
+  csrf: string;
+  provider: string;
+}
+
+/** A button that starts the provider's sign-in again, asking for credentials: to try with another account. */
+function anotherAccount(action: string, csrf: string, provider: string, next?: string): Html {
+  return html`<form method="post" action="${action}" class="stack" id="another-account-form">
+    <input type="hidden" name="csrf" value="${csrf}">
+    <input type="hidden" name="another" value="1">
+    ${next ? html`<input type="hidden" name="next" value="${next}">` : ''}
+    <button type="submit" class="button" id="another-account">Sign in to ${provider} as someone else</button>
+  </form>`;
+}
+
+export function deviceRefusedPage(v: DeviceRefusedView): string {
+  const p = v.pending;
   return card(
     'Device not added',
     html`<div class="outcome bad" id="outcome" data-status="refused">
   <h1>This device was not added</h1>
-  <p>You signed in as <strong id="refused-who">${who}</strong>, but:</p>
-  <p class="alert" role="alert" id="refused-reason">${reason}</p>
+  <p>You signed in as <strong id="refused-who">${v.who}</strong>, but:</p>
+  <p class="alert" role="alert" id="refused-reason">${v.reason}</p>
   <p>${p ? html`The device ${p.hostname ? html`<strong>${p.hostname}</strong> ` : ''}keeps waiting; someone who may add devices can open the same link.` : 'The device keeps waiting.'}</p>
-</div>`,
+</div>
+${p?.status === 'pending' ? anotherAccount(`/console/oidc/device/${v.authId}`, v.csrf, v.provider) : ''}`,
     'device-refused-page',
   );
 }
@@ -116,15 +137,16 @@ export function deviceLinkUnknownPage(publicOrigin: string): string {
   });
 }
 
-export function noConsoleAccessPage(who: string, provider: string): string {
+export function noConsoleAccessPage(v: { who: string; provider: string; csrf: string; next: string }): string {
   return page({
     title: 'No console access',
     bodyClass: 'centered',
     body: html`<section class="card narrow error" role="alert" id="no-console-access">
   <p class="status">403</p>
   <h1>No console access</h1>
-  <p>You signed in with ${provider} as <strong id="denied-who">${who}</strong>, but you are in none of the groups that may use this console, so you were not signed in. An administrator of ${provider} can add you to the console's administrator or auditor group.</p>
-  <p><a class="button" href="/console/login">Go to sign-in</a></p>
+  <p>You signed in with ${v.provider} as <strong id="denied-who">${v.who}</strong>, but you are in none of the groups that may use this console, so you were not signed in. An administrator of ${v.provider} can add you to the console's administrator or auditor group.</p>
+  ${anotherAccount('/console/oidc/login', v.csrf, v.provider, v.next)}
+  <p><a class="button subtle" href="/console/login">Go to sign-in</a></p>
 </section>`,
   });
 }
