@@ -117,7 +117,7 @@ export function deviceDecidedPage(p: PendingAuth): string {
     approved ? 'Device already added' : 'Device rejected',
     html`<div class="outcome ${approved ? 'ok' : 'bad'}" id="outcome" data-status="${p.status}">
   <h1>${approved ? 'This device was already added' : 'This device was rejected'}</h1>
-  <p>${approved ? html`${p.hostname || 'The device'} joined the tailnet${p.decidedBy ? html` for ${p.decidedBy}` : ''}.` : html`An administrator refused it${p.decidedBy ? html` (${p.decidedBy})` : ''}. Run <code>tailscale up</code> on the device again for a new link.`}</p>
+  <p>${approved ? html`${p.hostname || 'The device'} joined the tailnet${p.decidedBy ? html` (added by ${p.decidedBy})` : ''}.` : html`An administrator refused it${p.decidedBy ? html` (${p.decidedBy})` : ''}. Run <code>tailscale up</code> on the device again for a new link.`}</p>
 </div>`,
     'device-decided-page',
   );
