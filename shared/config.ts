@@ -263,7 +263,7 @@ export const OIDC_CALLBACK_PATH = '/console/oidc/callback';
 function oidcSettings(env: Env, url: URL): OidcConfig | null {
   const issuerText = get(env, 'HSE_OIDC_ISSUER');
   if (issuerText === undefined) {
-    const stray = Object.keys(env).find((k) => k.startsWith('HSE_OIDC_') && get(env, k) !== undefined);
+    const stray = Object.keys(env).find((k) => /^HSE_OIDC_/.test(k) && get(env, k) !== undefined);
     if (stray) throw new ConfigError('HSE_OIDC_ISSUER', `is unset, but ${stray} is set; set HSE_OIDC_ISSUER to your provider's issuer URL, or unset ${stray}`);
     return null;
   }

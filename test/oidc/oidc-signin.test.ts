@@ -250,6 +250,19 @@ test.serial('console roles follow the groups at each sign-in: someone taken out 
   t.is((await first.hse.request('/console/machines')).status, 302, 'the session signed in before is over');
 });
 
+test.serial('an account an administrator disabled under Accounts stays out, whatever its groups say', async (t) => {
+  const admin1 = new Client(image.url);
+  await admin1.signIn('admin', PASSWORD);
+  t.is((await admin1.post(`/console/accounts/${encodeURIComponent('carol@example.com')}/disable`)).status, 303);
+  const carol = browser();
+  const r = await carol.callback(await carol.signInAtProvider(await carol.startConsole(), USERS.carol));
+  t.is(r.status, 403);
+  t.regex(r.body, /Your console account &quot;carol@example\.com&quot; was disabled by an administrator/);
+  t.is((await admin1.post(`/console/accounts/${encodeURIComponent('carol@example.com')}/enable`)).status, 303);
+  const again = browser();
+  t.is((await again.callback(await again.signInAtProvider(await again.startConsole(), USERS.carol))).status, 303);
+});
+
 test.serial('approving by hand is refused while the provider is how devices join (HSE_OIDC_OPERATOR_APPROVAL off)', async (t) => {
   const { device, authId } = await waitingDevice('hand-approved');
   t.teardown(() => device.close());
@@ -281,6 +294,22 @@ async function refusedAnswer(t: import('ava').ExecutionContext, b: ProviderBrows
 test.serial('a tampered state is refused', async (t) => {
   const { b, callback } = await genuineAnswer();
   await refusedAnswer(t, b, withParam(callback, 'state', 'A'.repeat(43)), /does not belong to a sign-in under way in this browser: no sign-in with this state/);
+});
+
+test.serial('an answer delivered to another browser than the one that started the sign-in is refused (no login CSRF)', async (t) => {
+  const { callback } = await genuineAnswer();
+  // The attacker's genuine answer, carried to a victim's browser (which has no binding cookie of that sign-in).
+  const victim = new ProviderBrowser(image.url, idp!.issuer, ca.caPem);
+  await victim.hse.request('/console/login');
+  await refusedAnswer(t, victim, callback, /the sign-in was started in another browser/);
+});
+
+test.serial('the provider saying no (the person cancelled) is shown in its words', async (t) => {
+  const b = browser();
+  const authorization = new URL(await b.startConsole());
+  const state = authorization.searchParams.get('state')!;
+  const answer = `${image.url}/console/oidc/callback?error=access_denied&error_description=${encodeURIComponent('the user cancelled')}&state=${state}&iss=${encodeURIComponent(idp!.issuer)}`;
+  await refusedAnswer(t, b, answer, /Test IdP did not sign you in: the user cancelled/);
 });
 
 test.serial('a replayed answer is refused: the code was used once', async (t) => {
