@@ -16,7 +16,6 @@ import { openStreams } from './request/open-streams.ts';
 import { configuredPassword, ensureFirstAdmin, SettingError } from './auth/first-admin.ts';
 import { loadCookieKeys } from './auth/session-keys.ts';
 import { ChangeFeed } from './network/change-feed.ts';
-import { IdentityProvider } from './oidc/provider.ts';
 
 const cfg = loadConfig('console');
 const log = new Logger('console', cfg.logLevel);
@@ -27,7 +26,8 @@ const redis = connectRedis(cfg, log, 'console');
 const tail = new ActivityTail(() => connectRedis(cfg, log.child('tail'), 'console-tail'), log.child('tail'));
 const feed = new ChangeFeed(() => connectRedis(cfg, log.child('changes'), 'console-changes'), log.child('changes'));
 const admin = new AdminClient(adminSocket(cfg));
-const provider = cfg.oidc ? new IdentityProvider(cfg.oidc, log.child('oidc')) : null;
+// Loaded only when configured: the relying-party library is of no use to a console without a provider.
+const provider = cfg.oidc ? new (await import('./oidc/provider.ts')).IdentityProvider(cfg.oidc, log.child('oidc')) : null;
 const consoleApp = createConsole({ cfg, log, redis, tail, admin, feed, provider });
 const socketPath = serviceSocket(cfg, 'console');
 

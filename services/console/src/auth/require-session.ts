@@ -11,7 +11,7 @@ import type { Context, Next } from 'koa';
 import type { Config } from '../../../../shared/config.ts';
 import { PageError, wantsJson } from '../errors.ts';
 import { publicUrl } from '../request/public-url.ts';
-import { isProviderSignInStart } from '../oidc/oidc-routes.ts';
+import { isProviderSignInStart } from '../oidc/sign-in-paths.ts';
 import { CSRF_FIELD, CSRF_HEADER, isStateChanging, tokensMatch } from '../security/csrf.ts';
 import type { Viewer } from '../views/layout.ts';
 import type { Accounts } from './accounts.ts';

@@ -10,7 +10,13 @@ import type { Context } from 'koa';
 import type { Config } from '../../../../shared/config.ts';
 import { K } from '../../../../shared/redis-keys.ts';
 import { tokensMatch } from '../security/csrf.ts';
-import { IdentityProvider, type FlowSecrets } from './provider.ts';
+
+/** What one sign-in carries from the start to the callback (kept server-side here). */
+export interface FlowSecrets {
+  state: string;
+  nonce: string;
+  codeVerifier: string;
+}
 
 /** Ten minutes from the button to the provider's answer, as long as a person reasonably takes to sign in. */
 export const FLOW_TTL_S = 600;
@@ -45,8 +51,8 @@ export class Flows {
     return v && /^[A-Za-z0-9_-]{43}$/.test(v) ? v : null;
   }
 
-  /** Stores a new flow for this browser and returns its secrets (for the authorization URL). */
-  async begin(ctx: Context, what: FlowPurpose): Promise<FlowSecrets> {
+  /** Stores a new flow with `secrets` (fresh from the provider, for its authorization URL) for this browser. */
+  async begin(ctx: Context, what: FlowPurpose, secrets: FlowSecrets): Promise<void> {
     const binding = this.binding(ctx) ?? crypto.randomBytes(32).toString('base64url');
     ctx.cookies.set(bindingCookieName(this.cfg), binding, {
       signed: true,
@@ -58,10 +64,8 @@ export class Flows {
       maxAge: BINDING_MAX_AGE_MS,
       overwrite: true,
     });
-    const secrets = IdentityProvider.newSecrets();
     const flow: Flow = { ...secrets, ...what, binding: hash(binding) } as Flow;
     await this.redis.set(`${K.consoleOidcFlowPrefix}${secrets.state}`, JSON.stringify(flow), 'EX', FLOW_TTL_S);
-    return secrets;
   }
 
   /**

@@ -28,7 +28,8 @@ import { consoleRole, deviceRefusal } from './admission.ts';
 import { identityFromClaims, identityLabel } from './claims.ts';
 import { type Flow, Flows } from './flows.ts';
 import { ProviderAccounts } from './provider-accounts.ts';
-import { type IdentityProvider, ProviderAnswerError } from './provider.ts';
+import { ProviderAnswerError } from './answer-error.ts';
+import type { IdentityProvider } from './provider.ts';
 
 export interface OidcDeps {
   cfg: Config;
@@ -43,11 +44,6 @@ export interface OidcDeps {
 }
 
 const AUTH_ID_RE = /^[A-Za-z0-9_-]{1,64}$/;
-
-/** The paths that start a sign-in: they check the sign-in form's token themselves (require-session.ts csrfGuard). */
-export function isProviderSignInStart(path: string): boolean {
-  return path === '/console/oidc/login' || /^\/console\/oidc\/device\/[^/]+$/.test(path);
-}
 
 export function oidcRoutes(router: Router, d: OidcDeps): void {
   const oidc: OidcConfig = d.provider.cfg;
@@ -126,7 +122,8 @@ export function oidcRoutes(router: Router, d: OidcDeps): void {
       ctx.body = pending ? deviceDecidedPage(pending) : deviceLinkUnknownPage(d.cfg.publicOrigin);
       return;
     }
-    const secrets = await flows.begin(ctx, { purpose: 'device', authId: pending.authId });
+    const secrets = d.provider.newSecrets();
+    await flows.begin(ctx, { purpose: 'device', authId: pending.authId }, secrets);
     ctx.status = 303;
     ctx.redirect((await d.provider.authorizationUrl(secrets, another(form))).href);
   });
@@ -134,7 +131,8 @@ export function oidcRoutes(router: Router, d: OidcDeps): void {
   router.post('/console/oidc/login', async (ctx) => {
     const form = await checkToken(ctx);
     mustBeAvailable();
-    const secrets = await flows.begin(ctx, { purpose: 'console', next: safeNext(field(form, 'next')) });
+    const secrets = d.provider.newSecrets();
+    await flows.begin(ctx, { purpose: 'console', next: safeNext(field(form, 'next')) }, secrets);
     ctx.status = 303;
     ctx.redirect((await d.provider.authorizationUrl(secrets, another(form))).href);
   });

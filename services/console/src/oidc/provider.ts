@@ -5,26 +5,12 @@
 // Discovery runs at start and is retried with backoff (2 s doubling to 5 min) while the provider is unreachable or
 // refuses (wrong issuer in its metadata, TLS not trusted, 404): each failure is one log line with the reason and the
 // next attempt; meanwhile `unavailable()` says why, and the console keeps local passwords and pre-auth keys working.
+// main.ts loads this module (and with it openid-client) only when a provider is configured.
 import * as client from 'openid-client';
 import type { OidcConfig } from '../../../../shared/config.ts';
 import type { Logger } from '../../../../shared/log.ts';
-
-/** What one sign-in carries from the start to the callback (kept server-side, flows.ts). */
-export interface FlowSecrets {
-  state: string;
-  nonce: string;
-  codeVerifier: string;
-}
-
-/** A refusal of the provider's answer, with what the person (and the activity log) is told. */
-export class ProviderAnswerError extends Error {
-  /** Short reason for the activity log, e.g. "ID token: unexpected aud". */
-  readonly reason: string;
-  constructor(reason: string, message: string) {
-    super(message);
-    this.reason = reason;
-  }
-}
+import { ProviderAnswerError } from './answer-error.ts';
+import type { FlowSecrets } from './flows.ts';
 
 const FIRST_RETRY_MS = 2_000;
 const MAX_RETRY_MS = 300_000;
@@ -106,7 +92,7 @@ export class IdentityProvider {
   }
 
   /** Fresh state, nonce and PKCE verifier for one sign-in. */
-  static newSecrets(): FlowSecrets {
+  newSecrets(): FlowSecrets {
     return { state: client.randomState(), nonce: client.randomNonce(), codeVerifier: client.randomPKCECodeVerifier() };
   }
 
