@@ -122,7 +122,7 @@ export function createConsole(d: ConsoleDeps): ConsoleApp {
   machinesRoutes(router, network);
   // Before registerRoutes: with a provider, the device's login link opens the provider's page, not the approval form.
   if (d.provider) {
-    oidcRoutes(router, { cfg, provider: d.provider, redis, accounts, admin: d.admin, record, clientIp, loginCsrf, log: log.child('oidc') });
+    oidcRoutes(router, { cfg, provider: d.provider, redis, accounts, admin: d.admin, record, clientIp, loginCsrf });
   }
   registerRoutes(router, network);
   usersRoutes(router, network);

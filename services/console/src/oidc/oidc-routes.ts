@@ -1,10 +1,10 @@
 // Sign-in with the identity provider, for devices and for the console. Registered only when HSE_OIDC_ISSUER is set.
 //   GET  /console/register/:authId      the device page: the device that asked and "Sign in with <provider> to add it"
 //                                       (?approve, with HSE_OIDC_OPERATOR_APPROVAL=on: the administrator's page instead)
-//   POST /console/oidc/device/:authId   csrf, [another]     -> 303 to the provider
-//   POST /console/oidc/login            csrf, next, [another] -> 303 to the provider
-// (`another` = 1: the provider asks for credentials even if signed in there, to use another account.)
-//   GET  /console/oidc/callback         code, state, iss    -> device added | refused page; console session, 303 next
+//   POST /console/oidc/device/:authId   csrf, [another]        -> 303 to the provider
+//   POST /console/oidc/login            csrf, next, [another]  -> 303 to the provider
+//   GET  /console/oidc/callback         code, state, iss       -> device added | refused page; console session, 303 next
+// (`another` = 1: the provider asks for credentials even from someone signed in there, to use another account.)
 // The starts are POSTs with the sign-in form's CSRF token, so a link alone cannot send a signed-in person's browser
 // through the provider and back (with single sign-on that would add an attacker's device without a click). The
 // callback accepts only an answer to a sign-in this browser started (flows.ts), validated by openid-client
@@ -14,7 +14,6 @@ import type { Redis } from 'ioredis';
 import type { Context, Next } from 'koa';
 import { AdminError, type AdminClient } from '../../../../shared/admin-client.ts';
 import type { Config, OidcConfig } from '../../../../shared/config.ts';
-import type { Logger } from '../../../../shared/log.ts';
 import type { PendingAuth, ProviderIdentity } from '../../../../shared/model.ts';
 import type { Accounts } from '../auth/accounts.ts';
 import type { RecordActivity } from '../auth/login-routes.ts';
@@ -40,7 +39,6 @@ export interface OidcDeps {
   record: RecordActivity;
   clientIp: (ctx: Context) => string;
   loginCsrf: LoginCsrfOptions;
-  log: Logger;
 }
 
 const AUTH_ID_RE = /^[A-Za-z0-9_-]{1,64}$/;
