@@ -2,7 +2,7 @@
 // console and the `hse` CLI. Every call says who acts and from which client address, for the activity log.
 import http from 'node:http';
 import { HseError } from './errors.ts';
-import type { NodeView, PendingAuth, PreAuthKeyView, UserRecord } from './model.ts';
+import type { NodeView, PendingAuth, PreAuthKeyView, ProviderIdentity, UserRecord } from './model.ts';
 
 /** The coordination service's answer to a refused admin call: its status, its words, and any structured details. */
 export class AdminError extends HseError {}
@@ -181,6 +181,10 @@ export class AdminClient {
   }
   approve(who: Actor, authId: string, user: string | number) {
     return this.request<NodeView>('POST', `/v1/pending/${encodeURIComponent(authId)}/approve`, who, { user });
+  }
+  /** The device of this login request becomes the signed-in person's (their user created at the first sign-in). */
+  signInDevice(who: Actor, authId: string, identity: ProviderIdentity) {
+    return this.request<{ node: NodeView; user: UserRecord }>('POST', `/v1/pending/${encodeURIComponent(authId)}/signin`, who, { identity });
   }
   reject(who: Actor, authId: string) {
     return this.request<PendingAuth>('POST', `/v1/pending/${encodeURIComponent(authId)}/reject`, who);

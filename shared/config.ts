@@ -1,11 +1,44 @@
 // The one place HSE_* settings are read and validated. Every process calls loadConfig() at start; nothing else reads
 // process.env. A refused setting is reported as one line naming the variable and the reason, and the process exits
 // with status 2, which the supervisor (ecosystem.config.js, stop_exit_codes) treats as "do not restart".
+import fs from 'node:fs';
 import path from 'node:path';
 import ipaddr from 'ipaddr.js';
 import { familiesCoveredTogether, TrustedProxies, TrustedProxyError, parseEntry, splitList, type TrustedRange } from './trusted-proxies.ts';
 
 export type DerpMode = 'own' | 'public';
+
+/** Sign-in with an OpenID Connect identity provider (HSE_OIDC_*); null in Config when HSE_OIDC_ISSUER is unset. */
+export interface OidcConfig {
+  /** The issuer identifier exactly as the provider publishes it (discovery checks it matches). */
+  issuer: URL;
+  clientId: string;
+  /** From HSE_OIDC_CLIENT_SECRET or the file HSE_OIDC_CLIENT_SECRET_FILE names. */
+  clientSecret: string;
+  /** Always includes "openid". */
+  scopes: string[];
+  /** Lower-cased e-mail domains allowed to add devices; empty = any. */
+  allowedDomains: string[];
+  /** Lower-cased e-mail addresses allowed to add devices; empty = any. */
+  allowedUsers: string[];
+  /** Provider groups allowed to add devices; empty = any. */
+  allowedGroups: string[];
+  /** Claim holding the groups: a name, or a dotted path into nested claims (Keycloak's realm_access.roles). */
+  groupsClaim: string;
+  /** E-mail addresses the provider does not mark verified are not believed (domain and user rules fail). */
+  requireVerifiedEmail: boolean;
+  /** Provider groups whose members get the console's administrator role, and the auditor role. */
+  adminGroups: string[];
+  auditorGroups: string[];
+  /** Local console passwords stay usable beside the provider (HSE_OIDC_CONSOLE_PASSWORDS). */
+  consolePasswords: boolean;
+  /** An administrator may still approve a waiting device by hand (HSE_OIDC_OPERATOR_APPROVAL). */
+  operatorApproval: boolean;
+  /** What the sign-in buttons call the provider. */
+  displayName: string;
+  /** Where the provider sends the browser back: <public URL>/console/oidc/callback. Register it at the provider. */
+  redirectUri: string;
+}
 
 export interface Config {
   publicUrl: URL;
@@ -80,6 +113,8 @@ export interface Config {
   tlsKeyFile: string | null;
   acmeDirectoryUrl: string;
   acmeEmail: string | null;
+  /** Sign-in with an identity provider, or null when HSE_OIDC_ISSUER is unset. */
+  oidc: OidcConfig | null;
   /** Warnings found while parsing, printed by the caller's logger. */
   warnings: string[];
 }
@@ -247,6 +282,111 @@ function trustedProxies(env: Env, any: boolean, warnings: string[]): TrustedProx
   return new TrustedProxies(ranges);
 }
 
+/** A comma/space separated list; empty when unset. */
+function list(env: Env, name: string): string[] {
+  return splitList(env[name] ?? '');
+}
+
+/** A comma-separated list whose entries may hold spaces (group names such as "Domain Admins"); empty when unset. */
+function commaList(env: Env, name: string): string[] {
+  return (env[name] ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+}
+
+/** The path the provider redirects back to, below the console (DESIGN.md: provider callbacks live under /console). */
+export const OIDC_CALLBACK_PATH = '/console/oidc/callback';
+
+function oidcSettings(env: Env, url: URL): OidcConfig | null {
+  const issuerText = get(env, 'HSE_OIDC_ISSUER');
+  if (issuerText === undefined) {
+    const stray = Object.keys(env).find((k) => /^HSE_OIDC_/.test(k) && get(env, k) !== undefined);
+    if (stray) throw new ConfigError('HSE_OIDC_ISSUER', `is unset, but ${stray} is set; set HSE_OIDC_ISSUER to your provider's issuer URL, or unset ${stray}`);
+    return null;
+  }
+  let issuer: URL;
+  try {
+    issuer = new URL(issuerText);
+  } catch {
+    throw new ConfigError('HSE_OIDC_ISSUER', `"${issuerText}" is not a URL (expected e.g. https://id.example.com/realms/staff)`);
+  }
+  if (issuer.protocol !== 'https:') throw new ConfigError('HSE_OIDC_ISSUER', `"${issuerText}" must start with https:// (tokens are fetched from it)`);
+  if (issuer.search || issuer.hash || issuer.username || issuer.password) {
+    throw new ConfigError('HSE_OIDC_ISSUER', `"${issuerText}" must be the issuer identifier alone, with no query, fragment or credentials`);
+  }
+  const clientId = get(env, 'HSE_OIDC_CLIENT_ID');
+  if (clientId === undefined)
+    throw new ConfigError('HSE_OIDC_CLIENT_ID', 'is required with HSE_OIDC_ISSUER: the client id this server is registered under at the provider');
+  const secret = get(env, 'HSE_OIDC_CLIENT_SECRET');
+  const secretFile = get(env, 'HSE_OIDC_CLIENT_SECRET_FILE');
+  if (secret !== undefined && secretFile !== undefined) {
+    throw new ConfigError('HSE_OIDC_CLIENT_SECRET_FILE', 'set either HSE_OIDC_CLIENT_SECRET or HSE_OIDC_CLIENT_SECRET_FILE, not both');
+  }
+  let clientSecret = secret;
+  if (secretFile !== undefined) {
+    let text: string;
+    try {
+      text = fs.readFileSync(secretFile, 'utf8');
+    } catch (e) {
+      const why = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
+      throw new ConfigError('HSE_OIDC_CLIENT_SECRET_FILE', `cannot read "${secretFile}" (${why}); check the path and that this user may read it`);
+    }
+    // Secret files usually end with a newline that is not part of the secret.
+    clientSecret = text.replace(/\r?\n$/, '');
+    if (clientSecret === '') throw new ConfigError('HSE_OIDC_CLIENT_SECRET_FILE', `"${secretFile}" is empty`);
+  }
+  if (clientSecret === undefined) {
+    throw new ConfigError(
+      'HSE_OIDC_CLIENT_SECRET',
+      'is required with HSE_OIDC_ISSUER (or HSE_OIDC_CLIENT_SECRET_FILE): the client secret the provider gave this server',
+    );
+  }
+  const scopes = list(env, 'HSE_OIDC_SCOPES');
+  if (scopes.length > 0 && !scopes.includes('openid')) {
+    throw new ConfigError('HSE_OIDC_SCOPES', `"${scopes.join(' ')}" lacks "openid", without which the provider sends no ID token`);
+  }
+  const domains = list(env, 'HSE_OIDC_ALLOWED_DOMAINS').map((d) => d.toLowerCase().replace(/^@/, ''));
+  for (const d of domains) {
+    if (!/^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$/.test(d)) {
+      throw new ConfigError('HSE_OIDC_ALLOWED_DOMAINS', `"${d}" is not an e-mail domain (for example example.com)`);
+    }
+  }
+  const users = list(env, 'HSE_OIDC_ALLOWED_USERS').map((u) => u.toLowerCase());
+  for (const u of users) {
+    if (!/^[^@\s]+@[^@\s]+$/.test(u)) throw new ConfigError('HSE_OIDC_ALLOWED_USERS', `"${u}" is not an e-mail address`);
+  }
+  const groupsClaim = get(env, 'HSE_OIDC_GROUPS_CLAIM') ?? 'groups';
+  if (!/^[A-Za-z0-9_:/-]+(\.[A-Za-z0-9_:/-]+)*$/.test(groupsClaim)) {
+    throw new ConfigError('HSE_OIDC_GROUPS_CLAIM', `"${groupsClaim}" is not a claim name or dotted path (for example groups or realm_access.roles)`);
+  }
+  const adminGroups = commaList(env, 'HSE_OIDC_ADMIN_GROUPS');
+  const consolePasswords = bool(env, 'HSE_OIDC_CONSOLE_PASSWORDS', true);
+  if (!consolePasswords && adminGroups.length === 0) {
+    throw new ConfigError(
+      'HSE_OIDC_CONSOLE_PASSWORDS',
+      'is off but HSE_OIDC_ADMIN_GROUPS is empty, so nobody could administer the console; name the provider group(s) of your administrators first',
+    );
+  }
+  return {
+    issuer,
+    clientId,
+    clientSecret,
+    scopes: scopes.length > 0 ? scopes : ['openid', 'profile', 'email'],
+    allowedDomains: domains,
+    allowedUsers: users,
+    allowedGroups: commaList(env, 'HSE_OIDC_ALLOWED_GROUPS'),
+    groupsClaim,
+    requireVerifiedEmail: bool(env, 'HSE_OIDC_REQUIRE_VERIFIED_EMAIL', true),
+    adminGroups,
+    auditorGroups: commaList(env, 'HSE_OIDC_AUDITOR_GROUPS'),
+    consolePasswords,
+    operatorApproval: bool(env, 'HSE_OIDC_OPERATOR_APPROVAL', false),
+    displayName: get(env, 'HSE_OIDC_NAME') ?? issuer.hostname,
+    redirectUri: `${url.origin}${OIDC_CALLBACK_PATH}`,
+  };
+}
+
 const LOG_LEVELS: LogLevel[] = ['debug', 'info', 'warn', 'error'];
 
 /** Parses and validates the environment. Throws ConfigError on the first refused setting. */
@@ -364,6 +504,7 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
     tlsKeyFile: keyFile,
     acmeDirectoryUrl,
     acmeEmail: get(env, 'HSE_ACME_EMAIL') ?? null,
+    oidc: oidcSettings(env, url),
     warnings,
   };
 }

@@ -7,6 +7,31 @@ export interface UserRecord {
   name: string;
   displayName: string;
   created: string;
+  /** Set for a user made by signing in with the identity provider: who they are there (users are matched by this). */
+  idp?: { issuer: string; subject: string };
+  /** From the provider, refreshed at each sign-in. */
+  email?: string;
+  picture?: string;
+  /** The provider's groups at the last sign-in; the policy refers to them as "idp:<group>". */
+  idpGroups?: string[];
+  lastSignIn?: string;
+}
+
+/**
+ * Who the identity provider says signed in: the claims hse uses, from the validated ID token merged with UserInfo.
+ * The console builds it after the code exchange and hands it to the coordination service over the admin API.
+ */
+export interface ProviderIdentity {
+  issuer: string;
+  subject: string;
+  email: string | null;
+  /** The provider's email_verified claim; false when absent. */
+  emailVerified: boolean;
+  name: string | null;
+  preferredUsername: string | null;
+  /** URL of the person's picture, https only. */
+  picture: string | null;
+  groups: string[];
 }
 
 export interface NodeRecord {
@@ -39,9 +64,10 @@ export interface NodeRecord {
   /** Key expiry; null = never. A past value means the node must log in again. */
   expiry: string | null;
   ephemeral: boolean;
-  /** Pre-auth key id used, or null (interactive / CLI approval). */
+  /** Pre-auth key id used, or null (interactive / CLI approval / identity provider). */
   authKeyId: number | null;
-  registeredBy: 'authkey' | 'interactive';
+  /** interactive = approved by an operator; identity-provider = its owner signed in with the identity provider. */
+  registeredBy: 'authkey' | 'interactive' | 'identity-provider';
   /**
    * The node's tags ("tag:server"). Non-empty = the node is owned by its tags, not by a person (Tailscale's
    * semantics): the policy sees it as its tags, autogroup:member does not include it. `userId` still records who

@@ -19,6 +19,8 @@ export const K = {
   /** Hash: user name -> user id. */
   userByName: 'hse:idx:username',
   userSeq: 'hse:seq:user',
+  /** Hash: JSON [issuer, subject] of an identity-provider account -> user id. */
+  userByIdentity: 'hse:idx:identity',
   /** Hash: pre-auth key id -> PreAuthKey JSON (key stored hashed). */
   preAuthKeys: 'hse:authkeys',
   /**
@@ -54,4 +56,13 @@ export const K = {
   consoleAccounts: 'hse:console:accounts',
   consoleSecrets: 'hse:console:secrets',
   consoleRateLimitPrefix: 'hse:console:ratelimit:',
+  /** Console: a sign-in with the identity provider under way (key = prefix + its state value), 10 minutes at most. */
+  consoleOidcFlowPrefix: 'hse:console:oidc:flow:',
+  /** Hash: JSON [issuer, subject] of an identity-provider account -> console account key. */
+  consoleOidcAccounts: 'hse:console:oidc:accounts',
 } as const;
+
+/** The field of an identity-provider account in K.userByIdentity and K.consoleOidcAccounts: unambiguous JSON. */
+export function identityField(issuer: string, subject: string): string {
+  return JSON.stringify([issuer, subject]);
+}

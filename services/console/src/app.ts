@@ -32,6 +32,8 @@ import { clientAddress } from './request/client-address.ts';
 import { readForm } from './request/form-body.ts';
 import { publicUrl } from './request/public-url.ts';
 import { contentSecurityPolicy, securityHeaders } from './security/headers.ts';
+import { oidcRoutes } from './oidc/oidc-routes.ts';
+import type { IdentityProvider } from './oidc/provider.ts';
 import { serveStatic } from './static-files.ts';
 import type { Viewer } from './views/layout.ts';
 import { homePath } from './views/nav.ts';
@@ -47,6 +49,8 @@ export interface ConsoleDeps {
   admin: AdminClient;
   /** State changes (K.changes), for the live machine views. */
   feed: ChangeFeed;
+  /** Sign-in with the identity provider (HSE_OIDC_*), or null when none is configured. */
+  provider: IdentityProvider | null;
 }
 
 export interface ConsoleApp {
@@ -109,13 +113,18 @@ export function createConsole(d: ConsoleDeps): ConsoleApp {
   router.get('/console/', (ctx) => {
     ctx.redirect(publicUrl(cfg, currentSession(ctx) ? homePath() : '/console/login'));
   });
-  loginRoutes(router, { cfg, accounts, limiter, record, clientIp, loginCsrf, log: log.child('auth') });
+  const choices = { passwords: cfg.oidc?.consolePasswords ?? true, provider: cfg.oidc ? { name: cfg.oidc.displayName } : null };
+  loginRoutes(router, { cfg, accounts, limiter, record, clientIp, loginCsrf, log: log.child('auth'), choices });
   logsRoutes(router, { cfg, redis, log: log.child('logs'), gate });
   streamRoute(router, { redis, accounts, tail: d.tail, log: log.child('tail'), gate });
   const network: NetworkDeps = { cfg, admin: d.admin, gate, feed: d.feed, redis, accounts, log: log.child('network') };
   // The stream before /console/machines/:id, which would otherwise take "stream" for a machine id.
   machinesStreamRoute(router, network);
   machinesRoutes(router, network);
+  // Before registerRoutes: with a provider, the device's login link opens the provider's page, not the approval form.
+  if (d.provider) {
+    oidcRoutes(router, { cfg, provider: d.provider, redis, accounts, admin: d.admin, record, clientIp, loginCsrf });
+  }
   registerRoutes(router, network);
   usersRoutes(router, network);
   keysRoutes(router, network);

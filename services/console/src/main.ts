@@ -26,7 +26,9 @@ const redis = connectRedis(cfg, log, 'console');
 const tail = new ActivityTail(() => connectRedis(cfg, log.child('tail'), 'console-tail'), log.child('tail'));
 const feed = new ChangeFeed(() => connectRedis(cfg, log.child('changes'), 'console-changes'), log.child('changes'));
 const admin = new AdminClient(adminSocket(cfg));
-const consoleApp = createConsole({ cfg, log, redis, activity: new ActivityLog(redis, activityLimits(cfg)), tail, admin, feed });
+// Loaded only when configured: the relying-party library is of no use to a console without a provider.
+const provider = cfg.oidc ? new (await import('./oidc/provider.ts')).IdentityProvider(cfg.oidc, log.child('oidc')) : null;
+const consoleApp = createConsole({ cfg, log, redis, activity: new ActivityLog(redis, activityLimits(cfg)), tail, admin, feed, provider });
 const socketPath = serviceSocket(cfg, 'console');
 
 // The router admits heads up to 32 KiB; accept the same so a head it passed is not refused here.
@@ -84,6 +86,8 @@ async function main(): Promise<void> {
   // After Redis comes back it may be a fresh one (an external Redis that lost its data): make sure the cookie key and
   // the first administrator are there again, so the console is usable without a restart.
   redis.on('ready', () => void bootstrap());
+  // Discovery retries on its own while the provider is away; nothing else waits for it.
+  provider?.start();
   await listenOnSocket(server, socketPath);
   log.info('listening', { socket: socketPath, publicUrl: `${cfg.publicOrigin}/console`, secureCookies: cfg.secure, store: ready ? 'ready' : 'waiting' });
 }
@@ -93,6 +97,7 @@ function shutdown(signal: string): void {
   if (stopping) return;
   stopping = true;
   log.info('shutting down', { signal, liveStreams: openStreams.size });
+  provider?.stop();
   server.close(() => {
     tail.stop();
     feed.stop();

@@ -20,6 +20,13 @@ export interface Account {
   passwordChangedAt: string;
   /** Sessions signed in before this time (ms) are no longer valid: bumped on password change or disable. */
   sessionsNotBefore: number;
+  /**
+   * Set for an account made by signing in with the identity provider (oidc/provider-accounts.ts): who it is there.
+   * Its role follows the provider groups at each sign-in; its password hash is empty, which no password matches.
+   */
+  idp?: { issuer: string; subject: string };
+  email?: string;
+  displayName?: string;
 }
 
 export const USERNAME_RE = /^[A-Za-z0-9._@-]{1,64}$/;

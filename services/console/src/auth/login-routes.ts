@@ -13,12 +13,13 @@ import type { Logger } from '../../../../shared/log.ts';
 import { PageError } from '../errors.ts';
 import { field, readForm } from '../request/form-body.ts';
 import { publicUrl, safeNext } from '../request/public-url.ts';
-import { clearLoginToken, loginToken, loginTokenValid, newToken, type LoginCsrfOptions } from '../security/csrf.ts';
+import { loginToken, loginTokenValid, type LoginCsrfOptions } from '../security/csrf.ts';
 import { decoyHash, verifyPassword } from '../security/password-hash.ts';
-import { loginPage, rateLimitedPage } from '../views/login-page.ts';
-import { accountKey, USERNAME_RE, type Accounts } from './accounts.ts';
-import { currentSession, type SessionData } from './session.ts';
+import { type LoginView, loginPage, rateLimitedPage, type SignInChoices } from '../views/login-page.ts';
+import { USERNAME_RE, type Accounts } from './accounts.ts';
+import { currentSession } from './session.ts';
 import type { SigninLimiter } from './signin-limit.ts';
+import { startSession } from './start-session.ts';
 
 export type RecordActivity = (ctx: Context, action: string, actor: string, target?: string, details?: { [k: string]: unknown }) => Promise<void>;
 
@@ -30,6 +31,8 @@ export interface LoginDeps {
   clientIp: (ctx: Context) => string;
   loginCsrf: LoginCsrfOptions;
   log: Logger;
+  /** The identity provider's button, and whether passwords are offered beside it (oidc/oidc-routes.ts). */
+  choices: SignInChoices;
 }
 
 /** What a person typed as user name, made safe to store and show: no control characters, bounded length. */
@@ -39,6 +42,7 @@ export function attemptedName(text: string): string {
 }
 
 export function loginRoutes(router: Router, d: LoginDeps): void {
+  const form = (v: LoginView) => loginPage({ ...v, choices: d.choices });
   router.get('/console/login', async (ctx) => {
     if (currentSession(ctx)) {
       ctx.redirect(publicUrl(d.cfg, safeNext(ctx.query.next)));
@@ -46,16 +50,23 @@ export function loginRoutes(router: Router, d: LoginDeps): void {
     }
     const notice = ctx.query.signed_out === '1' ? 'You have signed out.' : undefined;
     ctx.type = 'html';
-    ctx.body = loginPage({ csrf: loginToken(ctx, d.loginCsrf), next: safeNext(ctx.query.next), notice });
+    ctx.body = form({ csrf: loginToken(ctx, d.loginCsrf), next: safeNext(ctx.query.next), notice });
   });
 
   router.post('/console/login', async (ctx) => {
-    const form = await readForm(ctx.req);
-    const next = safeNext(field(form, 'next'));
-    const username = attemptedName(field(form, 'username').trim());
-    const password = field(form, 'password');
+    const sent = await readForm(ctx.req);
+    const next = safeNext(field(sent, 'next'));
+    const username = attemptedName(field(sent, 'username').trim());
+    const password = field(sent, 'password');
     const ip = d.clientIp(ctx);
-    if (!loginTokenValid(ctx, d.loginCsrf, field(form, 'csrf'))) {
+    if (!d.choices.passwords) {
+      throw new PageError(
+        403,
+        'Passwords are switched off',
+        `This console signs people in with ${d.choices.provider?.name ?? 'the identity provider'} only (HSE_OIDC_CONSOLE_PASSWORDS=off). Open the sign-in page and use its button.`,
+      );
+    }
+    if (!loginTokenValid(ctx, d.loginCsrf, field(sent, 'csrf'))) {
       // A fresh token comes with the page this links to; the old one may simply have expired.
       throw new PageError(
         403,
@@ -71,7 +82,7 @@ export function loginRoutes(router: Router, d: LoginDeps): void {
       }
       ctx.status = 429;
       ctx.type = 'html';
-      ctx.body = rateLimitedPage({ csrf: loginToken(ctx, d.loginCsrf), next, ip, retryAfter: limited.retryAfter, username });
+      ctx.body = rateLimitedPage({ csrf: loginToken(ctx, d.loginCsrf), next, ip, retryAfter: limited.retryAfter, username, choices: d.choices });
       return;
     }
     const account = USERNAME_RE.test(username) ? await d.accounts.get(username) : null;
@@ -82,18 +93,11 @@ export function loginRoutes(router: Router, d: LoginDeps): void {
       await d.record(ctx, 'console.signin_failed', username, username, { reason });
       ctx.status = 401;
       ctx.type = 'html';
-      ctx.body = loginPage({ csrf: loginToken(ctx, d.loginCsrf), next, username, error: 'That user name and password do not match an enabled account.' });
+      ctx.body = form({ csrf: loginToken(ctx, d.loginCsrf), next, username, error: 'That user name and password do not match an enabled account.' });
       return;
     }
     await d.limiter.giveBack(ip);
-    const now = Date.now();
-    const data: SessionData = { account: accountKey(account.username), role: account.role, csrf: newToken(), authAt: now, seen: now, ip };
-    const sess = ctx.session!;
-    for (const k of Object.keys(sess.toJSON())) delete (sess as unknown as { [k: string]: unknown })[k];
-    Object.assign(sess, data);
-    // A new id at every sign-in: an id planted or seen before sign-in is worthless afterwards (no fixation).
-    await sess.regenerate();
-    clearLoginToken(ctx, d.loginCsrf);
+    await startSession(ctx, account, ip, d.loginCsrf);
     await d.record(ctx, 'console.signin', account.username, account.username, { role: account.role });
     ctx.status = 303;
     ctx.redirect(publicUrl(d.cfg, next));

@@ -5,11 +5,13 @@
 // instead, as scripts and EventSource expect.
 // csrfGuard, on every request of the app: anything that is not GET/HEAD/OPTIONS must carry the session's CSRF token
 // (form field `csrf`, or X-CSRF-Token for scripts), whatever route it is for, so a new route cannot forget it. The
-// sign-in form is the one exception: it has no session yet and checks its own token (csrf.ts).
+// sign-in form and the buttons that start a sign-in with the identity provider are the exceptions: they have no
+// session yet and check the sign-in form's own token (csrf.ts).
 import type { Context, Next } from 'koa';
 import type { Config } from '../../../../shared/config.ts';
 import { PageError, wantsJson } from '../errors.ts';
 import { publicUrl } from '../request/public-url.ts';
+import { isProviderSignInStart } from '../oidc/sign-in-paths.ts';
 import { CSRF_FIELD, CSRF_HEADER, isStateChanging, tokensMatch } from '../security/csrf.ts';
 import type { Viewer } from '../views/layout.ts';
 import type { Accounts } from './accounts.ts';
@@ -47,7 +49,7 @@ export function requireSession(cfg: Config, accounts: Accounts) {
 
 export function csrfGuard(readForm: (ctx: Context) => Promise<URLSearchParams>) {
   return async function csrf(ctx: Context, next: Next): Promise<void> {
-    if (!isStateChanging(ctx.method) || ctx.path === '/console/login') return next();
+    if (!isStateChanging(ctx.method) || ctx.path === '/console/login' || isProviderSignInStart(ctx.path)) return next();
     const s = currentSession(ctx);
     // Signing out of a session that has already ended is not an attack; the handler just shows the sign-in page.
     if (!s && ctx.path === '/console/logout') return next();

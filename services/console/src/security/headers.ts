@@ -5,15 +5,18 @@ import type { Context, Next } from 'koa';
 import type { Config } from '../../../../shared/config.ts';
 
 export function contentSecurityPolicy(cfg: Config): string {
+  // The identity provider: its sign-in buttons post here and are redirected there, which form-action must allow
+  // (browsers apply it to the redirect too); people's pictures come from it or its CDN, hence any https image.
+  const provider = cfg.oidc ? ` ${cfg.oidc.issuer.origin}` : '';
   return [
     "default-src 'none'",
     "script-src 'self'",
     "style-src 'self'",
-    "img-src 'self' data:",
+    `img-src 'self' data:${cfg.oidc ? ' https:' : ''}`,
     "connect-src 'self'",
     "font-src 'self'",
     // Form posts redirect to the public URL; naming it keeps that working when 'self' is spelled differently.
-    `form-action 'self' ${cfg.publicOrigin}`,
+    `form-action 'self' ${cfg.publicOrigin}${provider}`,
     "frame-ancestors 'none'",
     "base-uri 'none'",
   ].join('; ');

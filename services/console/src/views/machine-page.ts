@@ -23,6 +23,12 @@ function row(label: string, value: Html | string, cls = ''): Html {
   return html`<div class="fact${cls ? ` ${cls}` : ''}"><dt>${label}</dt><dd>${value}</dd></div>`;
 }
 
+function joinedWith(n: NodeView): string {
+  if (n.registeredBy === 'authkey') return `pre-auth key #${n.authKeyId ?? '?'}`;
+  if (n.registeredBy === 'identity-provider') return 'its owner signed in with the identity provider';
+  return 'interactive login, approved by an operator';
+}
+
 /** The facts card; the live stream re-renders it. */
 export function machineFacts(n: NodeView | null, now = Date.now()): Html {
   if (!n) {
@@ -44,7 +50,7 @@ export function machineFacts(n: NodeView | null, now = Date.now()): Html {
     ${row('Key expiry', expiryCell(n.expiry, now))}
     ${row('Last seen', n.online ? 'now' : html`<span title="${utc(n.lastSeen)}">${n.lastSeen ? ago(n.lastSeen, now) : 'never'}</span>`)}
     ${row('Created', html`<span title="${utc(n.created)}">${utc(n.created)}</span>`)}
-    ${row('Joined with', n.registeredBy === 'authkey' ? `pre-auth key #${n.authKeyId ?? '?'}` : 'interactive login, approved by an operator')}
+    ${row('Joined with', joinedWith(n))}
     ${row('Ephemeral', n.ephemeral ? 'yes — removed after it disconnects' : 'no')}
     ${row('Endpoints', n.endpoints.length ? html`<span class="mono">${n.endpoints.join(', ')}</span>` : '—')}
     ${row('Home relay region', n.homeDerp ? String(n.homeDerp) : '—')}

@@ -17,10 +17,26 @@ export interface UsersView {
   draft?: { name?: string; displayName?: string };
 }
 
+/** The person's picture from the identity provider (fetched by the browser, sent no referrer), else their initial. */
+function avatar(u: UserView): Html {
+  if (u.picture) return html`<img class="avatar small" src="${u.picture}" alt="" width="26" height="26" referrerpolicy="no-referrer" loading="lazy">`;
+  return html`<span class="avatar small" aria-hidden="true">${u.name.slice(0, 1).toUpperCase()}</span>`;
+}
+
+/** For users who sign in with the identity provider: their e-mail there and their groups as of the last sign-in. */
+function providerFacts(u: UserView): Html | string {
+  if (!u.idp) return '';
+  return html`<span class="sub user-email">${u.email && u.email !== u.name ? html`${u.email} · ` : ''}signs in with the identity provider</span>${
+    u.idpGroups?.length
+      ? html`<span class="sub user-groups" title="Provider groups at the last sign-in; the policy refers to them as idp:&lt;group&gt;">groups: ${u.idpGroups.join(', ')}</span>`
+      : ''
+  }`;
+}
+
 function userRow(u: UserView, v: UsersView): Html {
   const admin = v.viewer.role === 'admin';
   return html`<tr data-id="${u.id}" data-name="${u.name}">
-  <td data-label="User" class="user-cell"><div class="who-cell"><span class="avatar small" aria-hidden="true">${u.name.slice(0, 1).toUpperCase()}</span><span><strong class="user-name">${u.name}</strong>${u.displayName && u.displayName !== u.name ? html`<span class="sub">${u.displayName}</span>` : ''}</span></div></td>
+  <td data-label="User" class="user-cell"><div class="who-cell">${avatar(u)}<span><strong class="user-name">${u.name}</strong>${u.displayName && u.displayName !== u.name ? html`<span class="sub">${u.displayName}</span>` : ''}${providerFacts(u)}</span></div></td>
   <td data-label="Machines" class="count-cell">${u.machines ? html`<a href="/console/machines?owner=${encodeURIComponent(u.name)}">${u.machines} machine${u.machines === 1 ? '' : 's'}</a>` : html`<span class="muted">none</span>`}</td>
   <td data-label="Created" class="time">${utc(u.created)}</td>
   ${

@@ -6,7 +6,16 @@ import type { ActivityLog } from '../../../../shared/activity.ts';
 import type { Config } from '../../../../shared/config.ts';
 import { HseError, isStoreDown, statusOf } from '../../../../shared/errors.ts';
 import type { Logger } from '../../../../shared/log.ts';
-import { isExpired, type NodeRecord, type NodeView, nodeFqdn, type PreAuthKeyRecord, type PreAuthKeyView, type UserRecord } from '../../../../shared/model.ts';
+import {
+  isExpired,
+  type NodeRecord,
+  type NodeView,
+  nodeFqdn,
+  type PreAuthKeyRecord,
+  type PreAuthKeyView,
+  type ProviderIdentity,
+  type UserRecord,
+} from '../../../../shared/model.ts';
 import type { MapHub } from '../control/map-hub.ts';
 import type { LivePolicy } from '../map/live-policy.ts';
 import type { PolicyStore } from '../state/policy-store.ts';
@@ -27,6 +36,39 @@ export interface AdminDeps {
   hub: MapHub;
   registrar: Registrar;
   log: Logger;
+}
+
+/** Optional text of at most `max` characters: null when absent, refused when of another type or too long. */
+function optionalText(b: Record<string, unknown>, k: string, max: number): string | null {
+  const v = b[k];
+  if (v === undefined || v === null) return null;
+  if (typeof v !== 'string' || v.length > max) throw new HseError(400, `"${k}" must be a string of at most ${max} characters`);
+  return v;
+}
+
+/** The identity the console obtained from the provider (shared/model.ts ProviderIdentity), checked for shape. */
+function identityOf(body: Record<string, unknown>): ProviderIdentity {
+  const v = body.identity;
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new HseError(400, '"identity" is required');
+  const b = v as Record<string, unknown>;
+  const issuer = optionalText(b, 'issuer', 2048);
+  const subject = optionalText(b, 'subject', 255);
+  if (!issuer || !subject) throw new HseError(400, '"identity" needs "issuer" and "subject"');
+  const groups = b.groups ?? [];
+  if (!Array.isArray(groups) || groups.length > 1000 || !groups.every((g) => typeof g === 'string' && g.length <= 256)) {
+    throw new HseError(400, '"identity.groups" must be a list of at most 1000 names of at most 256 characters');
+  }
+  const picture = optionalText(b, 'picture', 2048);
+  return {
+    issuer,
+    subject,
+    email: optionalText(b, 'email', 320),
+    emailVerified: b.emailVerified === true,
+    name: optionalText(b, 'name', 256),
+    preferredUsername: optionalText(b, 'preferredUsername', 256),
+    picture: picture && /^https:\/\//.test(picture) ? picture : null,
+    groups: groups as string[],
+  };
 }
 
 export function createAdminServer(d: AdminDeps): http.Server {
@@ -177,6 +219,20 @@ export function createAdminServer(d: AdminDeps): http.Server {
       const n = await d.registrar.approve(c.params[0], u.id, c.actor);
       await log(c, 'node.approve', n.givenName, { user: u.name, addresses: [n.ipv4, n.ipv6] });
       return nodeView(n);
+    },
+    'POST /v1/pending/:id/signin': async (c) => {
+      const identity = identityOf(c.body);
+      const { node, user, userCreated } = await d.registrar.signInDevice(c.params[0], identity);
+      // The person who signed in acts, under the user name they have here; the address is their browser's.
+      const as = { ...c, actor: user.name };
+      if (userCreated) await log(as, 'user.create', user.name, { via: 'identity provider', email: user.email, subject: identity.subject });
+      await log(as, 'node.register', node.givenName, {
+        method: 'identity provider',
+        user: user.name,
+        groups: user.idpGroups,
+        addresses: [node.ipv4, node.ipv6],
+      });
+      return { node: nodeView(node), user };
     },
     'POST /v1/pending/:id/reject': async (c) => {
       const p = await d.registrar.reject(c.params[0], c.actor);

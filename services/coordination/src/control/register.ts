@@ -9,7 +9,7 @@ import { HseError } from '../../../../shared/errors.ts';
 import { normaliseKey } from '../../../../shared/keys.ts';
 import type { Logger } from '../../../../shared/log.ts';
 import { redact } from '../../../../shared/log.ts';
-import { isExpired, type NodeRecord, type PendingAuth, type PreAuthKeyRecord, type UserRecord } from '../../../../shared/model.ts';
+import { isExpired, type NodeRecord, type PendingAuth, type PreAuthKeyRecord, type ProviderIdentity, type UserRecord } from '../../../../shared/model.ts';
 import type { LivePolicy } from '../map/live-policy.ts';
 import { profileOf } from '../map/map-builder.ts';
 import type { Store } from '../state/store.ts';
@@ -308,19 +308,23 @@ export class Registrar {
     return null;
   }
 
-  /** Operator approval of an interactive login (admin API): creates or re-keys the node and releases the client. */
-  async approve(authId: string, userId: number, actor: string): Promise<NodeRecord> {
+  /** The waiting registration, refused with a message for the person when it is unknown or already decided. */
+  private async openPending(authId: string): Promise<PendingAuth> {
     const p = await this.d.store.getPending(authId);
     if (!p) throw new HseError(404, 'this login request is unknown or expired; run tailscale up again on the device');
     if (p.status !== 'pending') throw new HseError(409, `this login request was already ${p.status}`);
-    if (!(await this.d.store.getUser(userId))) throw new HseError(404, `no user with id ${userId}`);
-    // Tags the device asked for must be the approving user's to give; otherwise the device is told why.
+    return p;
+  }
+
+  /** Creates or re-keys the node of a waiting registration for `userId` and releases the client's held follow-up. */
+  private async admit(p: PendingAuth, userId: number, registeredBy: NodeRecord['registeredBy'], decidedBy: string): Promise<NodeRecord> {
+    // Tags the device asked for must be the admitting user's to give; otherwise the device is told why.
     const requested = requestedTags(p.hostinfo as Hostinfo | null);
     let tags: string[] | undefined;
     if (requested.length > 0) {
       const checked = this.checkRequestedTags(requested, userId);
       if ('error' in checked) {
-        await this.d.store.decidePending({ ...p, status: 'rejected', decidedBy: actor, reason: checked.error });
+        await this.d.store.decidePending({ ...p, status: 'rejected', decidedBy, reason: checked.error });
         throw new HseError(
           403,
           `${checked.error}; the device was told so (it must run tailscale up again without those tags, or a user who owns them must approve it)`,
@@ -338,10 +342,40 @@ export class Registrar {
       expiry: p.expiry && Date.parse(p.expiry) > Date.now() ? p.expiry : null,
       ephemeral: p.ephemeral,
       authKeyId: null,
-      registeredBy: 'interactive',
+      registeredBy,
     });
-    await this.d.store.decidePending({ ...p, status: 'approved', nodeId: node.id, decidedBy: actor });
+    await this.d.store.decidePending({ ...p, status: 'approved', nodeId: node.id, decidedBy });
     return node;
+  }
+
+  /**
+   * Operator approval of an interactive login (admin API). With an identity provider configured, devices join by
+   * their owner signing in there, and approving by hand is the fallback an administrator switches on
+   * (HSE_OIDC_OPERATOR_APPROVAL).
+   */
+  async approve(authId: string, userId: number, actor: string): Promise<NodeRecord> {
+    const oidc = this.d.cfg.oidc;
+    if (oidc && !oidc.operatorApproval) {
+      throw new HseError(
+        409,
+        `devices join by their owner signing in with ${oidc.displayName}, so approving by hand is switched off; the owner opens the device's login link, or an administrator sets HSE_OIDC_OPERATOR_APPROVAL=on`,
+      );
+    }
+    const p = await this.openPending(authId);
+    if (!(await this.d.store.getUser(userId))) throw new HseError(404, `no user with id ${userId}`);
+    return this.admit(p, userId, 'interactive', actor);
+  }
+
+  /**
+   * Someone signed in with the identity provider from the device's login link (the console checked they may): the
+   * device becomes theirs, their user made at the first sign-in and its profile and groups refreshed at each.
+   */
+  async signInDevice(authId: string, identity: ProviderIdentity): Promise<{ node: NodeRecord; user: UserRecord; userCreated: boolean }> {
+    if (!this.d.cfg.oidc) throw new HseError(409, 'no identity provider is configured (HSE_OIDC_ISSUER)');
+    const p = await this.openPending(authId);
+    const { user, created } = await this.d.store.signInUser(identity);
+    const node = await this.admit(p, user.id, 'identity-provider', user.name);
+    return { node, user, userCreated: created };
   }
 
   async reject(authId: string, actor: string): Promise<PendingAuth> {

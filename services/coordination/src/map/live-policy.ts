@@ -38,8 +38,7 @@ function policyFace(n: NodeRecord): string {
 }
 
 function userFace(u: UserRecord): string {
-  const x = u as UserRecord & { email?: string | null; idpGroups?: string[] };
-  return JSON.stringify([u.name, x.email ?? null, x.idpGroups ?? []]);
+  return JSON.stringify([u.name, u.email ?? null, u.idpGroups ?? []]);
 }
 
 export class LivePolicy extends EventEmitter<LivePolicyEvents> {
@@ -152,10 +151,7 @@ export class LivePolicy extends EventEmitter<LivePolicyEvents> {
       nodes.push({ id: n.id, ipv4: n.ipv4, ipv6: n.ipv6, userId: n.userId, tags: n.tags, approvedRoutes: effectiveRoutes(n) });
     }
     const users = [];
-    for (const u of this.tailnet.users.values()) {
-      const x = u as UserRecord & { email?: string | null; idpGroups?: string[] };
-      users.push({ id: u.id, name: u.name, email: x.email ?? null, idpGroups: x.idpGroups ?? [] });
-    }
+    for (const u of this.tailnet.users.values()) users.push({ id: u.id, name: u.name, email: u.email ?? null, idpGroups: u.idpGroups ?? [] });
     return { nodes, users };
   }
 

@@ -6,8 +6,9 @@ import crypto from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { encodeChange, type ChangeEvent } from '../../../../shared/changes.ts';
 import { HseError } from '../../../../shared/errors.ts';
-import type { NodeRecord, PendingAuth, PreAuthKeyRecord, UserRecord } from '../../../../shared/model.ts';
-import { K } from '../../../../shared/redis-keys.ts';
+import type { NodeRecord, PendingAuth, PreAuthKeyRecord, ProviderIdentity, UserRecord } from '../../../../shared/model.ts';
+import { identityField, K } from '../../../../shared/redis-keys.ts';
+import { displayNameOf, providerProfile, USER_NAME_RE, userNameBase, userNameCandidate } from './identity-user.ts';
 import { candidateV4, v6For } from './ip-alloc.ts';
 import { labelCandidate, sanitiseLabel } from './names.ts';
 
@@ -47,6 +48,12 @@ if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
 redis.call('HSET', KEYS[3], ARGV[4], ARGV[2])
 return 1
+`;
+
+/** KEYS: a hash; ARGV: field, value. Removes the field only while it still holds that value. */
+const HDEL_IF_EQUAL_LUA = `
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 0
 `;
 
 function parse<T>(s: string | null | undefined): T | null {
@@ -124,14 +131,18 @@ export class Store {
     return id === null ? null : this.getUser(Number(id));
   }
 
-  async createUser(name: string, displayName?: string): Promise<UserRecord> {
+  async createUser(
+    name: string,
+    displayName?: string,
+    extra: Pick<UserRecord, 'idp' | 'email' | 'picture' | 'idpGroups' | 'lastSignIn'> = {},
+  ): Promise<UserRecord> {
     const n = name.trim().toLowerCase();
-    if (!/^[a-z0-9][a-z0-9._@-]{0,62}$/.test(n)) {
+    if (!USER_NAME_RE.test(n)) {
       throw new HseError(400, 'a user name is 1 to 63 characters: lowercase letters, digits and . _ @ -, starting with a letter or digit');
     }
     const id = await this.redis.incr(K.userSeq);
     if ((await this.redis.hsetnx(K.userByName, n, String(id))) === 0) throw new HseError(409, `user "${n}" already exists`);
-    const u: UserRecord = { id, name: n, displayName: displayName?.trim() || n, created: new Date().toISOString() };
+    const u: UserRecord = { id, name: n, displayName: displayName?.trim() || n, created: new Date().toISOString(), ...extra };
     await this.redis.hset(K.users, String(id), JSON.stringify(u));
     await this.replicated();
     await this.publish({ kind: 'user.change', userId: id });
@@ -177,8 +188,58 @@ export class Store {
     if (owned > 0) {
       throw new HseError(409, `user "${u.name}" still owns ${owned} machine(s); delete them or move them to another user first`);
     }
+    // The provider account is free again (its next sign-in makes a new user), unless the index names another user.
+    if (u.idp) await this.redis.eval(HDEL_IF_EQUAL_LUA, 1, K.userByIdentity, identityField(u.idp.issuer, u.idp.subject), String(id));
     await this.publish({ kind: 'user.change', userId: id });
     return { user: u, keysRemoved };
+  }
+
+  // ---- users who sign in with the identity provider (identity-user.ts) ---------------------------------------
+
+  async getUserByIdentity(issuer: string, subject: string): Promise<UserRecord | null> {
+    const id = await this.redis.hget(K.userByIdentity, identityField(issuer, subject));
+    return id === null ? null : this.getUser(Number(id));
+  }
+
+  /**
+   * The user of this provider account: found by issuer and subject and its profile and groups refreshed, or created
+   * at the first sign-in under a free name derived from the e-mail address.
+   */
+  async signInUser(identity: ProviderIdentity): Promise<{ user: UserRecord; created: boolean }> {
+    const field = identityField(identity.issuer, identity.subject);
+    const profile = providerProfile(identity, new Date());
+    const known = await this.redis.hget(K.userByIdentity, field);
+    if (known !== null) {
+      const u = await this.getUser(Number(known));
+      if (u) {
+        const next: UserRecord = { ...u, ...profile };
+        await this.redis.hset(K.users, String(u.id), JSON.stringify(next));
+        await this.publish({ kind: 'user.change', userId: u.id });
+        return { user: next, created: false };
+      }
+      await this.redis.hdel(K.userByIdentity, field); // its user was deleted while the index entry stayed
+    }
+    const base = userNameBase(identity);
+    const { displayName: _d, ...extra } = profile;
+    for (let n = 0; n < 100; n++) {
+      let u: UserRecord;
+      try {
+        u = await this.createUser(userNameCandidate(base, n), displayNameOf(identity) || undefined, {
+          ...extra,
+          idp: { issuer: identity.issuer, subject: identity.subject },
+        });
+      } catch (e) {
+        if (e instanceof HseError && e.status === 409) continue;
+        throw e;
+      }
+      if ((await this.redis.hsetnx(K.userByIdentity, field, String(u.id))) === 1) return { user: u, created: true };
+      // A concurrent first sign-in of the same account won the index: drop the user made here and use that one.
+      await this.deleteUser(u.id);
+      const winner = await this.getUserByIdentity(identity.issuer, identity.subject);
+      if (winner) return { user: winner, created: false };
+      throw new HseError(409, 'this account signed in twice at the same moment; sign in again');
+    }
+    throw new HseError(409, `no free user name for "${base}"; rename or delete users named like it`);
   }
 
   // ---- nodes -------------------------------------------------------------------------------------------------

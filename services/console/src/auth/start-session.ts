@@ -1,0 +1,17 @@
+// The one way a console session begins, whatever proved who the person is (password or identity provider): the
+// session's data replaced, a fresh id (so an id planted or seen before sign-in is worthless afterwards: no fixation),
+// and the sign-in form's CSRF cookie cleared.
+import type { Context } from 'koa';
+import { clearLoginToken, newToken, type LoginCsrfOptions } from '../security/csrf.ts';
+import { accountKey, type Account } from './accounts.ts';
+import type { SessionData } from './session.ts';
+
+export async function startSession(ctx: Context, account: Account, ip: string, loginCsrf: LoginCsrfOptions): Promise<void> {
+  const now = Date.now();
+  const data: SessionData = { account: accountKey(account.username), role: account.role, csrf: newToken(), authAt: now, seen: now, ip };
+  const sess = ctx.session!;
+  for (const k of Object.keys(sess.toJSON())) delete (sess as unknown as { [k: string]: unknown })[k];
+  Object.assign(sess, data);
+  await sess.regenerate();
+  clearLoginToken(ctx, loginCsrf);
+}
