@@ -7,7 +7,9 @@ export type ChangeEvent =
   | { kind: 'node.online'; nodeId: number; online: boolean; lastSeen: string }
   | { kind: 'node.keyrotate'; nodeId: number; oldNodeKey: string; nodeKey: string }
   | { kind: 'user.change'; userId: number }
-  | { kind: 'pending.change'; authId: string };
+  | { kind: 'pending.change'; authId: string }
+  /** The tailnet's DNS settings (K.dns) were replaced; every stream gets the new DNSConfig. */
+  | { kind: 'dns.change' };
 
 export function encodeChange(e: ChangeEvent): string {
   return JSON.stringify(e);

@@ -37,6 +37,8 @@ export const K = {
   ipSeq: 'hse:seq:ip',
   /** Hash: node id -> online presence JSON (which instance, since when). */
   presence: 'hse:presence',
+  /** String: the tailnet's DNS settings as JSON (shared/dns-settings.ts); absent = the defaults (MagicDNS only). */
+  dns: 'hse:dns',
   /** Pub/sub channel: every state change, as JSON ChangeEvent. */
   changes: 'hse:changes',
   /** Console: session prefix, accounts hash, rate-limit prefix. */

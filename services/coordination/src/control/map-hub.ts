@@ -4,9 +4,11 @@
 // because they follow from streams opening, closing and time passing.
 import type { Http2ServerResponse } from 'node:http2';
 import type { Config } from '../../../../shared/config.ts';
+import type { DnsSettings } from '../../../../shared/dns-settings.ts';
 import type { Logger } from '../../../../shared/log.ts';
 import type { NodeRecord } from '../../../../shared/model.ts';
 import { buildDerpMap } from '../map/derp-map.ts';
+import { buildDnsConfig } from '../map/dns-config.ts';
 import { fullMap, profilesFor, toPeerChange, toTailNode, userProfile, type MapContext } from '../map/map-builder.ts';
 import type { Store } from '../state/store.ts';
 import type { Tailnet } from '../state/tailnet.ts';
@@ -35,7 +37,7 @@ export class MapHub {
     this.store = store;
     this.log = log;
     this.instance = instance;
-    this.ctx = { cfg, derpMap: buildDerpMap(cfg), users: tailnet.users, online: tailnet.online };
+    this.ctx = { cfg, derpMap: buildDerpMap(cfg), dnsConfig: buildDnsConfig(tailnet.dns, cfg.baseDomain), users: tailnet.users, online: tailnet.online };
   }
 
   get streamCount(): number {
@@ -52,10 +54,13 @@ export class MapHub {
     this.tailnet.on('node', (n, prev, full) => this.onNode(n, prev, full));
     this.tailnet.on('delete', (n) => this.onDelete(n));
     this.tailnet.on('online', (n) => this.onOnline(n));
+    this.tailnet.on('dns', (settings) => this.onDns(settings));
     this.tailnet.on('user', (u) => {
       if (!u) return;
       for (const set of this.sessions.values()) for (const s of set) s.userProfiles([userProfile(u)]);
     });
+    // The settings loaded with the tailnet (start() runs after tailnet.start()).
+    this.ctx.dnsConfig = buildDnsConfig(this.tailnet.dns, this.cfg.baseDomain);
     this.timers.push(setInterval(() => void this.refreshPresence(), PRESENCE_REFRESH_MS).unref());
     this.timers.push(setInterval(() => this.checkExpiries(), EXPIRY_CHECK_MS).unref());
     // Ephemeral nodes left offline by a previous run are collected like ones that just disconnected.
@@ -187,6 +192,14 @@ export class MapHub {
         else s.peerPatch(toPeerChange(this.ctx, n));
       }
     }
+  }
+
+  /** New DNS settings: one DNSConfig for everyone, sent whole (the client replaces its copy). */
+  private onDns(settings: DnsSettings): void {
+    this.ctx.dnsConfig = buildDnsConfig(settings, this.cfg.baseDomain);
+    const json = JSON.stringify(this.ctx.dnsConfig);
+    for (const set of this.sessions.values()) for (const s of set) s.dnsConfig(json);
+    this.log.info('DNS settings sent to every stream', { streams: this.streamCount });
   }
 
   private onDelete(n: NodeRecord): void {

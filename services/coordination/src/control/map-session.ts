@@ -30,6 +30,7 @@ export class MapSession {
   private removed = new Set<number>();
   private patches = new Map<number, PeerChange>();
   private self: string | null = null;
+  private dns: string | null = null;
   private profiles = new Map<number, UserProfile>();
   onClose: (() => void) | null = null;
 
@@ -91,6 +92,12 @@ export class MapSession {
     this.schedule();
   }
 
+  /** The tailnet's new DNSConfig, as JSON (built once by the hub for every stream). */
+  dnsConfig(json: string): void {
+    this.dns = json;
+    this.schedule();
+  }
+
   /** Profiles are merged by the client, so only new or changed users need sending. */
   userProfiles(p: UserProfile[]): void {
     for (const u of p) this.profiles.set(u.ID, u);
@@ -110,6 +117,7 @@ export class MapSession {
     if (this.closed) return;
     const parts: string[] = [];
     if (this.self !== null) parts.push(`"Node":${this.self}`);
+    if (this.dns !== null) parts.push(`"DNSConfig":${this.dns}`);
     if (this.changed.size > 0) parts.push(`"PeersChanged":[${[...this.changed.values()].join(',')}]`);
     if (this.removed.size > 0) parts.push(`"PeersRemoved":${JSON.stringify([...this.removed])}`);
     // Every patch held here arrived after the peer's whole Node was queued (peerChanged drops the older ones), so it
@@ -120,6 +128,7 @@ export class MapSession {
     if (patches.length > 0) parts.push(`"PeersChangedPatch":${JSON.stringify(patches)}`);
     if (this.profiles.size > 0) parts.push(`"UserProfiles":${JSON.stringify([...this.profiles.values()])}`);
     this.self = null;
+    this.dns = null;
     this.changed.clear();
     this.removed.clear();
     this.patches.clear();

@@ -5,11 +5,13 @@ import type { Config } from '../../../../shared/config.ts';
 import type { NodeRecord, UserRecord } from '../../../../shared/model.ts';
 import { isCapVersion } from '../tailcfg/capver.ts';
 import { cleanEndpoints, cleanHostinfo } from '../tailcfg/hostinfo.ts';
-import type { DERPMap, FilterRule, MapResponse, Node, PeerChange, UserProfile } from '../tailcfg/tailcfg.ts';
+import type { DERPMap, DNSConfig, FilterRule, MapResponse, Node, PeerChange, UserProfile } from '../tailcfg/tailcfg.ts';
 
 export interface MapContext {
   cfg: Config;
   derpMap: DERPMap;
+  /** The tailnet's DNSConfig (dns-config.ts), rebuilt by the hub when the DNS settings change. */
+  dnsConfig: DNSConfig;
   users: ReadonlyMap<number, UserRecord>;
   online: ReadonlySet<number>;
 }
@@ -86,7 +88,7 @@ export function fullMap(ctx: MapContext, self: NodeRecord, peers: NodeRecord[], 
     Node: toTailNode(ctx, self),
     DERPMap: ctx.derpMap,
     Peers: peerNodes,
-    DNSConfig: { Domains: [ctx.cfg.baseDomain], Proxied: true },
+    DNSConfig: ctx.dnsConfig,
     Domain: ctx.cfg.baseDomain,
     CollectServices: false,
     PacketFilter: ALLOW_ALL,

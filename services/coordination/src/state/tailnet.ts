@@ -6,6 +6,7 @@
 import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
 import { decodeChange, type ChangeEvent } from '../../../../shared/changes.ts';
+import { defaultDnsSettings, type DnsSettings } from '../../../../shared/dns-settings.ts';
 import type { Logger } from '../../../../shared/log.ts';
 import type { NodeRecord, UserRecord } from '../../../../shared/model.ts';
 import { K } from '../../../../shared/redis-keys.ts';
@@ -18,12 +19,16 @@ export interface TailnetEvents {
   online: [node: NodeRecord, online: boolean];
   user: [user: UserRecord | undefined, id: number];
   pending: [authId: string];
+  /** The DNS settings were replaced. */
+  dns: [settings: DnsSettings];
 }
 
 export class Tailnet extends EventEmitter<TailnetEvents> {
   readonly nodes = new Map<number, NodeRecord>();
   readonly users = new Map<number, UserRecord>();
   readonly online = new Set<number>();
+  /** The tailnet's DNS settings (K.dns). */
+  dns: DnsSettings = defaultDnsSettings();
   private readonly store: Store;
   private readonly sub: Redis;
   private readonly log: Logger;
@@ -96,12 +101,25 @@ export class Tailnet extends EventEmitter<TailnetEvents> {
         return;
       case 'node.keyrotate':
         return; // the node.upsert that follows carries the new key
+      case 'dns.change':
+        this.dns = await this.store.getDnsSettings();
+        this.emit('dns', this.dns);
+        return;
     }
   }
 
   /** Reloads everything and emits the differences. */
   private async resync(): Promise<void> {
-    const [nodes, users, online] = await Promise.all([this.store.listNodes(), this.store.listUsers(), this.store.onlineNodeIds()]);
+    const [nodes, users, online, dns] = await Promise.all([
+      this.store.listNodes(),
+      this.store.listUsers(),
+      this.store.onlineNodeIds(),
+      this.store.getDnsSettings(),
+    ]);
+    if (JSON.stringify(dns) !== JSON.stringify(this.dns)) {
+      this.dns = dns;
+      this.emit('dns', dns);
+    }
     this.users.clear();
     for (const u of users) this.users.set(u.id, u);
     const seen = new Set<number>();
