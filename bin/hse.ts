@@ -1,6 +1,7 @@
 // `hse`: the operator CLI. Talks to the coordination service's admin socket in the run directory (same settings as
 // the image: HSE_DATA_DIR / HSE_RUN_DIR), so run it where the image runs (inside the container: `docker exec`).
 // Every change is recorded in the activity log with actor "cli".
+import fs from 'node:fs';
 import { AdminClient, AdminError } from '../shared/admin-client.ts';
 import { loadConfig } from '../shared/config.ts';
 import { adminSocket } from '../shared/paths.ts';
@@ -17,11 +18,14 @@ keys expire <id>
 nodes list
 nodes rename <id> <new-name>
 nodes expire <id>
+nodes expiry <id> --disable|--enable
 nodes move <id> <user>
 nodes delete <id>
 pending list
 pending approve <auth-id> --user <name|id>
 pending reject <auth-id>
+dns get
+dns set <file>         (JSON as "dns get" prints it; - reads standard input)
 
 Add --json to print JSON instead of a table.`;
 
@@ -100,15 +104,45 @@ async function run(argv: string[]): Promise<void> {
     case 'keys expire':
       return out(await api.expirePreAuthKey(who, id(rest[0])), ['id', 'prefix', 'expired']);
     case 'nodes list':
-      return out(await api.listNodes(who), ['id', 'givenName', 'user', 'ipv4', 'ipv6', 'online', 'lastSeen', 'expired']);
+      return out(await api.listNodes(who), ['id', 'givenName', 'user', 'ipv4', 'ipv6', 'online', 'lastSeen', 'expiry', 'expired']);
     case 'nodes rename':
       return out(await api.renameNode(who, id(rest[0]), need(rest[1], 'new name')), ['id', 'givenName', 'fqdn']);
     case 'nodes expire':
       return out(await api.expireNode(who, id(rest[0])), ['id', 'givenName', 'expired']);
+    case 'nodes expiry': {
+      const disable = bool(rest, '--disable');
+      const enable = bool(rest, '--enable');
+      if (disable === enable) {
+        process.stderr.write(`hse: give exactly one of --disable or --enable\n\n${USAGE}\n`);
+        process.exit(2);
+      }
+      return out(await api.setKeyExpiryDisabled(who, id(rest[0]), disable), ['id', 'givenName', 'keyExpiryDisabled', 'expiry']);
+    }
     case 'nodes move':
       return out(await api.moveNode(who, id(rest[0]), need(rest[1], 'user')), ['id', 'givenName', 'user']);
     case 'nodes delete':
       return out(await api.deleteNode(who, id(rest[0])), ['id', 'givenName']);
+    case 'dns get':
+      return out(await api.getDns(who));
+    case 'dns set': {
+      const file = need(rest[0], 'file (or - for standard input)');
+      const source = file === '-' ? 'standard input' : file;
+      let text: string;
+      let doc: unknown;
+      try {
+        text = fs.readFileSync(file === '-' ? 0 : file, 'utf8');
+      } catch (e) {
+        throw new Error(`cannot read ${source}: ${(e as Error).message}`);
+      }
+      try {
+        doc = JSON.parse(text);
+      } catch (e) {
+        throw new Error(`${source} is not JSON: ${(e as Error).message}`);
+      }
+      const saved = await api.setDns(who, doc);
+      if (!json) process.stderr.write('DNS settings saved; connected devices get them within a second.\n');
+      return out(saved);
+    }
     case 'pending list':
       return out(await api.listPending(who), ['authId', 'hostname', 'ip', 'created']);
     case 'pending approve':
