@@ -18,6 +18,7 @@ keys expire <id>
 nodes list
 nodes rename <node> <new-name>
 nodes expire <node>
+nodes expiry <node> --disable|--enable
 nodes move <node> <user>
 nodes tag <node> tag:a,tag:b        (an empty list "" removes the tags)
 nodes access <node>                 (who may reach it, on what)
@@ -27,9 +28,13 @@ policy set <file>                   (- = standard input; refused unless it valid
 policy check <file>                 (exit 1 with the errors; nothing changes)
 policy history
 policy revert <version>
+dns get
+dns set <file>                      (- = standard input; JSON, see README "DNS")
 pending list
 pending approve <auth-id> --user <name|id>
 pending reject <auth-id>
+dns get
+dns set <file>         (JSON as "dns get" prints it; - reads standard input)
 
 <node> is a machine's id or its name. Add --json to print JSON instead of a table.`;
 
@@ -139,11 +144,20 @@ async function run(argv: string[]): Promise<void> {
     case 'keys expire':
       return out(await api.expirePreAuthKey(who, id(rest[0])), ['id', 'prefix', 'expired']);
     case 'nodes list':
-      return out(await api.listNodes(who), ['id', 'givenName', 'user', 'tags', 'ipv4', 'ipv6', 'online', 'lastSeen', 'expired']);
+      return out(await api.listNodes(who), ['id', 'givenName', 'user', 'tags', 'ipv4', 'ipv6', 'online', 'lastSeen', 'expiry', 'expired']);
     case 'nodes rename':
       return out(await api.renameNode(who, await node(rest[0]), need(rest[1], 'new name')), ['id', 'givenName', 'fqdn']);
     case 'nodes expire':
       return out(await api.expireNode(who, await node(rest[0])), ['id', 'givenName', 'expired']);
+    case 'nodes expiry': {
+      const disable = bool(rest, '--disable');
+      const enable = bool(rest, '--enable');
+      if (disable === enable) {
+        process.stderr.write(`hse: give exactly one of --disable or --enable\n\n${USAGE}\n`);
+        process.exit(2);
+      }
+      return out(await api.setKeyExpiryDisabled(who, await node(rest[0]), disable), ['id', 'givenName', 'keyExpiryDisabled', 'expiry']);
+    }
     case 'nodes move':
       return out(await api.moveNode(who, await node(rest[0]), need(rest[1], 'user')), ['id', 'givenName', 'user']);
     case 'nodes tag': {
@@ -189,6 +203,22 @@ async function run(argv: string[]): Promise<void> {
       return out(await api.policyHistory(who), ['version', 'time', 'actor', 'ip', 'note']);
     case 'policy revert':
       return out(await api.revertPolicy(who, id(rest[0])), ['version', 'actor', 'note']);
+    case 'dns get':
+      return out(await api.getDns(who));
+    case 'dns set': {
+      const file = need(rest[0], 'file (or - for standard input)');
+      const source = file === '-' ? 'standard input' : file;
+      const text = readInput(file);
+      let doc: unknown;
+      try {
+        doc = JSON.parse(text);
+      } catch (e) {
+        throw new Error(`${source} is not JSON: ${(e as Error).message}`);
+      }
+      const saved = await api.setDns(who, doc);
+      if (!json) process.stderr.write('DNS settings saved; connected devices get them within a second.\n');
+      return out(saved);
+    }
     case 'pending list':
       return out(await api.listPending(who), ['authId', 'hostname', 'ip', 'created']);
     case 'pending approve':

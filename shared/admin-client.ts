@@ -1,6 +1,7 @@
 // Client of the coordination service's admin API (services/coordination/src/admin/admin-server.ts), used by the
 // console and the `hse` CLI. Every call says who acts and from which client address, for the activity log.
 import http from 'node:http';
+import type { DnsSettings } from './dns-settings.ts';
 import { HseError } from './errors.ts';
 import type { NodeView, PendingAuth, PreAuthKeyView, ProviderIdentity, UserRecord } from './model.ts';
 
@@ -146,6 +147,9 @@ export class AdminClient {
   expireNode(who: Actor, id: number) {
     return this.request<NodeView>('POST', `/v1/nodes/${id}/expire`, who);
   }
+  setKeyExpiryDisabled(who: Actor, id: number, disabled: boolean) {
+    return this.request<NodeView>('POST', `/v1/nodes/${id}/key-expiry`, who, { disabled });
+  }
   moveNode(who: Actor, id: number, user: string | number) {
     return this.request<NodeView>('POST', `/v1/nodes/${id}/user`, who, { user });
   }
@@ -172,6 +176,13 @@ export class AdminClient {
   }
   revertPolicy(who: Actor, version: number) {
     return this.request<PolicyVersionView & { warnings: PolicyProblem[] }>('POST', `/v1/policy/revert/${version}`, who);
+  }
+  getDns(who: Actor) {
+    return this.request<DnsSettings>('GET', '/v1/dns', who);
+  }
+  /** Replaces the DNS settings; a refusal (400) names the field and leaves the previous settings in force. */
+  setDns(who: Actor, settings: unknown) {
+    return this.request<DnsSettings>('PUT', '/v1/dns', who, settings);
   }
   listPending(who: Actor) {
     return this.request<PendingAuth[]>('GET', '/v1/pending', who);

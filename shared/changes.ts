@@ -8,7 +8,9 @@ export type ChangeEvent =
   | { kind: 'node.keyrotate'; nodeId: number; oldNodeKey: string; nodeKey: string }
   | { kind: 'user.change'; userId: number }
   | { kind: 'pending.change'; authId: string }
-  | { kind: 'policy.change'; version: number };
+  | { kind: 'policy.change'; version: number }
+  /** The tailnet's DNS settings (K.dns) were replaced; every stream gets the new DNSConfig. */
+  | { kind: 'dns.change' };
 
 export function encodeChange(e: ChangeEvent): string {
   return JSON.stringify(e);

@@ -108,6 +108,8 @@ export interface Config {
   taildrop: boolean;
   /** Seconds an ephemeral node may stay disconnected before it is deleted. */
   ephemeralTimeoutSeconds: number;
+  /** Lifetime of a node key from its registration (HSE_NODE_KEY_EXPIRY), in seconds; 0 = keys never expire. */
+  nodeKeyExpirySeconds: number;
   /** TLS mode: certificate files given by the operator, or ACME. */
   tlsCertFile: string | null;
   tlsKeyFile: string | null;
@@ -387,6 +389,24 @@ function oidcSettings(env: Env, url: URL): OidcConfig | null {
   };
 }
 
+const DURATION_UNITS: Record<string, number> = { '': 1, s: 1, m: 60, h: 3600, d: 86_400 };
+const MAX_KEY_EXPIRY_S = 3650 * 86_400;
+
+// A node key's lifetime: "180d", "12h", "30m", "90s" or plain seconds; "0" = never. Below a minute a device would
+// expire before it finished joining; above ten years "never" says what is meant.
+function keyExpiry(env: Env, name: string, dflt: number): number {
+  const v = get(env, name);
+  if (v === undefined) return dflt;
+  const m = /^(\d{1,10})\s*([smhd]?)$/i.exec(v);
+  if (!m) throw new ConfigError(name, `"${v}" is not a duration (write 180d, 12h, 30m, or plain seconds; 0 = keys never expire)`);
+  const seconds = Number(m[1]) * DURATION_UNITS[m[2].toLowerCase()];
+  if (seconds === 0) return 0;
+  if (seconds < 60 || seconds > MAX_KEY_EXPIRY_S) {
+    throw new ConfigError(name, `"${v}" is outside 1 minute to 3650 days (use 0 for keys that never expire)`);
+  }
+  return seconds;
+}
+
 const LOG_LEVELS: LogLevel[] = ['debug', 'info', 'warn', 'error'];
 
 /** Parses and validates the environment. Throws ConfigError on the first refused setting. */
@@ -500,6 +520,7 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
     ephemeralTimeoutSeconds: positiveInt(env, 'HSE_EPHEMERAL_TIMEOUT', 120, 86_400 * 30),
     taildrop: bool(env, 'HSE_TAILDROP', true),
     policyFile: get(env, 'HSE_POLICY_FILE') === undefined ? null : path.resolve(cwd, get(env, 'HSE_POLICY_FILE') as string),
+    nodeKeyExpirySeconds: keyExpiry(env, 'HSE_NODE_KEY_EXPIRY', 180 * 86_400),
     tlsCertFile: certFile,
     tlsKeyFile: keyFile,
     acmeDirectoryUrl,

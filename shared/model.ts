@@ -63,6 +63,8 @@ export interface NodeRecord {
   lastSeen: string | null;
   /** Key expiry; null = never. A past value means the node must log in again. */
   expiry: string | null;
+  /** An operator disabled key expiry for this machine: it keeps `expiry` null across re-logins. Absent = false. */
+  keyExpiryDisabled?: boolean;
   ephemeral: boolean;
   /** Pre-auth key id used, or null (interactive / CLI approval / identity provider). */
   authKeyId: number | null;
@@ -119,6 +121,7 @@ export interface PendingAuth {
 
 /** What the admin API returns for a node: the record plus live state. */
 export interface NodeView extends NodeRecord {
+  keyExpiryDisabled: boolean;
   online: boolean;
   user: string;
   fqdn: string;

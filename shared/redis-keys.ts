@@ -49,6 +49,8 @@ export const K = {
   tailnetNoiseKey: 'hse:keys:noise',
   /** String with a TTL: which coordination process runs the once-only housekeeping (state/housekeeping.ts). */
   leaseHousekeeping: 'hse:lease:housekeeping',
+  /** String: the tailnet's DNS settings as JSON (shared/dns-settings.ts); absent = the defaults (MagicDNS only). */
+  dns: 'hse:dns',
   /** Pub/sub channel: every state change, as JSON ChangeEvent. */
   changes: 'hse:changes',
   /** Console: session prefix, accounts hash, rate-limit prefix. */

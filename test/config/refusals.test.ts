@@ -42,6 +42,7 @@ const REFUSED: [string, Record<string, string>, RegExp][] = [
   ],
   ['a public URL with a path', { HSE_PUBLIC_URL: 'https://vpn.example.com/hse' }, /HSE_PUBLIC_URL: .* must be the bare origin/],
   ['a bad head timeout', { HSE_HEADER_TIMEOUT: '0' }, /HSE_HEADER_TIMEOUT: "0" is not a whole number from 1 to 3600/],
+  ['a key expiry that is not a duration', { HSE_NODE_KEY_EXPIRY: '1 week' }, /HSE_NODE_KEY_EXPIRY: "1 week" is not a duration/],
 ];
 
 for (const [name, env, message] of REFUSED) {

@@ -262,7 +262,7 @@ if (!haveTailscale()) {
     await signIn(page, 'audrey', password);
     await page.locator('#machines-table tr[data-name="pixel"]').waitFor();
     await shot(page, 'auditor-machines');
-    for (const p of ['/console/machines', '/console/users', '/console/keys', '/console/accounts', '/console/logs']) {
+    for (const p of ['/console/machines', '/console/users', '/console/keys', '/console/dns', '/console/accounts', '/console/logs']) {
       await page.goto(`${image.url}${p}`);
       t.is(await page.locator('main form[method="post"]').count(), 0, `${p}: no change forms for an auditor`);
     }

@@ -31,6 +31,7 @@ function node(over: Partial<NodeView>): NodeView {
     created: at(-DAY),
     lastSeen: null,
     expiry: null,
+    keyExpiryDisabled: false,
     ephemeral: false,
     authKeyId: 1,
     registeredBy: 'authkey',

@@ -110,7 +110,7 @@ test.serial('with nothing in the tailnet, the console opens on Machines with the
   const nav = /<nav class="nav"[\s\S]*?<\/nav>/.exec(r.body)![0];
   t.deepEqual(
     [...nav.matchAll(/>([A-Za-z]+)<\/a>/g)].map((m) => m[1]),
-    ['Machines', 'Users', 'Keys', 'Logs', 'Accounts'],
+    ['Machines', 'Users', 'Keys', 'DNS', 'Logs', 'Accounts'],
   );
   t.regex(text((await admin.request('/console/users')).body), /No users yet/);
   t.regex(text((await admin.request('/console/keys')).body), /No keys yet/);
@@ -233,6 +233,7 @@ test.serial('machines: list with owner, addresses, state, OS and version, expiry
     '/console/logout',
     `/console/machines/${web.id}/rename`,
     `/console/machines/${web.id}/move`,
+    `/console/machines/${web.id}/key-expiry`,
     `/console/machines/${web.id}/expire`,
     `/console/machines/${web.id}/delete`,
   ]);
@@ -445,6 +446,7 @@ test.serial('every form an administrator sees carries the CSRF token, and a chan
     `/console/machines/${someMachine.id}`,
     '/console/users',
     '/console/keys',
+    '/console/dns',
     '/console/accounts',
     '/console/account',
     `/console/register/${authId}`,
@@ -482,6 +484,7 @@ test.serial('an auditor sees every page and changes nothing: each change is 403 
     `/console/machines/${node.id}`,
     '/console/users',
     '/console/keys',
+    '/console/dns',
     '/console/accounts',
     '/console/logs',
     `/console/register/${authId}`,
@@ -508,8 +511,10 @@ test.serial('an auditor sees every page and changes nothing: each change is 403 
     `/console/keys/${key.id}/expire`,
     `/console/machines/${node.id}/rename`,
     `/console/machines/${node.id}/move`,
+    `/console/machines/${node.id}/key-expiry`,
     `/console/machines/${node.id}/expire`,
     `/console/machines/${node.id}/delete`,
+    '/console/dns',
     `/console/register/${authId}/approve`,
     `/console/register/${authId}/reject`,
     '/console/accounts',
@@ -533,6 +538,8 @@ test.serial('an auditor sees every page and changes nothing: each change is 403 
     username: 'mallory',
     role: 'admin',
     password: 'mallory password!',
+    disabled: '1',
+    nameservers: '10.6.6.6',
   };
   for (const a of actions) {
     const r = await auditor.post(a, form);
@@ -540,11 +547,12 @@ test.serial('an auditor sees every page and changes nothing: each change is 403 
     t.regex(text(r.body), /Read-only account/, a);
     t.regex(text(r.body), /Your account "audrey" is an auditor account: it can see everything in the console but cannot change anything/, a);
   }
-  t.true(actions.size >= 16, `${actions.size} change routes refused`);
+  t.true(actions.size >= 18, `${actions.size} change routes refused`);
   const after = JSON.stringify(
     [await api.listNodes(cli), await api.listUsers(cli), await api.listPreAuthKeys(cli), await api.listPending(cli)].map((x) => x.length),
   );
   t.is(after, before, 'nothing changed');
+  t.deepEqual((await api.getDns(cli)).nameservers, [], 'DNS settings unchanged');
   t.is((await api.getNode(cli, node.id)).givenName, node.givenName);
   t.false((await api.listUsers(cli)).some((u) => u.name === 'mallory'));
   t.regex((await admin.request('/console/accounts')).body, /data-name="admin" data-disabled="false"/);

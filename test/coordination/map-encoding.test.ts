@@ -2,11 +2,13 @@
 import test from 'ava';
 import fc from 'fast-check';
 import { parseConfig } from '../../shared/config.ts';
+import { defaultDnsSettings } from '../../shared/dns-settings.ts';
 import type { NodeRecord } from '../../shared/model.ts';
 import { decodeMapFrames, encodeJsonFrame, encodeMapFrame } from '../../services/coordination/src/control/map-frame.ts';
 import { buildDerpMap } from '../../services/coordination/src/map/derp-map.ts';
 import { fullMapHead, type MapContext, profilesFor, toTailNode } from '../../services/coordination/src/map/map-builder.ts';
 import { allowAllPolicy } from '../../services/coordination/src/policy/index.ts';
+import { buildDnsConfig } from '../../services/coordination/src/map/dns-config.ts';
 
 const cfg = parseConfig({ HSE_PUBLIC_URL: 'https://vpn.example.com', HSE_TLS: 'off', HSE_DATA_DIR: '/tmp/hse-unit' });
 
@@ -39,6 +41,7 @@ const node = (id: number, over: Partial<NodeRecord> = {}): NodeRecord => ({
 const ctx: MapContext = {
   cfg,
   derpMap: buildDerpMap(cfg),
+  dnsConfig: buildDnsConfig(defaultDnsSettings(), cfg.baseDomain),
   users: new Map([[1, { id: 1, name: 'alice', displayName: 'Alice', created: '2026-01-01T00:00:00.000Z' }]]),
   online: new Set([1]),
 };
@@ -72,6 +75,7 @@ test('the first map carries Node, DERPMap, allow-all filter, profiles and the Ma
   t.is(m.PacketFilter![0].SrcIPs[0], '*', 'no policy: everyone may reach this node');
   t.deepEqual(m.UserProfiles, [{ ID: 1, LoginName: 'alice', DisplayName: 'Alice' }]);
   t.is(m.Domain, 'hse.internal');
+  t.deepEqual(m.DNSConfig, { Routes: { 'hse.internal.': [] }, Domains: ['hse.internal'], Proxied: true }, 'MagicDNS on, nothing else');
   const region = m.DERPMap!.Regions['900'];
   t.is(region.Nodes[0].HostName, 'vpn.example.com');
   t.is(region.Nodes[0].DERPPort, 443);

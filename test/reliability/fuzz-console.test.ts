@@ -40,6 +40,13 @@ const FIELDS = [
   'next',
   'displayName',
   'id',
+  'disabled',
+  'magicDNS',
+  'overrideLocalDNS',
+  'nameservers',
+  'splitDNS',
+  'searchDomains',
+  'extraRecords',
 ];
 const value = fc.oneof(
   { arbitrary: fc.string({ maxLength: 40 }), weight: 4 },
@@ -110,6 +117,8 @@ test.serial('every administrator form, fed random fields with a valid session an
     '/console/machines/1/rename',
     '/console/machines/99999/move',
     '/console/machines/99999/expire',
+    '/console/machines/1/key-expiry',
+    '/console/dns',
     '/console/register/unknown-request/approve',
     '/console/register/unknown-request/reject',
     '/console/accounts',

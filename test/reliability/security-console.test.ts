@@ -136,6 +136,7 @@ test('CSP on every kind of console response, strict, and pages that need nothing
     ['machines', admin, '/console/machines', {}],
     ['users', admin, '/console/users', {}],
     ['keys', admin, '/console/keys', {}],
+    ['dns', admin, '/console/dns', {}],
     ['logs', admin, '/console/logs', {}],
     ['accounts', admin, '/console/accounts', {}],
     ['own account', admin, '/console/account', {}],

@@ -23,6 +23,7 @@ import { SigninLimiter } from './auth/signin-limit.ts';
 import { errorHandler, PageError, STORE_UNAVAILABLE } from './errors.ts';
 import type { ChangeFeed } from './network/change-feed.ts';
 import type { NetworkDeps } from './network/deps.ts';
+import { dnsRoutes } from './network/dns-routes.ts';
 import { keysRoutes } from './network/keys-routes.ts';
 import { machinesRoutes } from './network/machines-routes.ts';
 import { machinesStreamRoute } from './network/machines-stream.ts';
@@ -128,6 +129,7 @@ export function createConsole(d: ConsoleDeps): ConsoleApp {
   registerRoutes(router, network);
   usersRoutes(router, network);
   keysRoutes(router, network);
+  dnsRoutes(router, network);
   accountsRoutes(router, { cfg, accounts, gate, record });
   ownAccountRoutes(router, { cfg, accounts, gate, record });
 

@@ -3,6 +3,7 @@
 //   GET  /console/machines/:id             one machine
 //   POST /console/machines/:id/rename      name            -> 303 to the machine | 400/409 page with the reason
 //   POST /console/machines/:id/move        user            -> 303 to the machine
+//   POST /console/machines/:id/key-expiry  disabled (1|0)  -> 303 to the machine
 //   POST /console/machines/:id/expire                      -> 303 to the machine
 //   POST /console/machines/:id/delete                      -> 303 to the list
 // Changes need an administrator (auth/role.ts); the admin API writes their activity entries.
@@ -85,6 +86,27 @@ export function machinesRoutes(router: Router, d: NetworkDeps): void {
         if (user === '') throw new FormProblem('Choose the user to move the machine to.');
         const n = await d.admin.moveNode(actorOf(ctx), id, user);
         return { text: `Moved to ${n.user}.`, to: `/console/machines/${id}` };
+      },
+      (message) => showMachine(ctx, id, message),
+    );
+  });
+
+  router.post('/console/machines/:id/key-expiry', d.gate, requireAdmin, async (ctx) => {
+    const id = machineId(ctx.params.id);
+    const form = await formOf(ctx);
+    await act(
+      ctx,
+      d.cfg,
+      async () => {
+        const value = field(form, 'disabled');
+        if (value !== '1' && value !== '0') throw new FormProblem('Choose whether to disable or enable key expiry.');
+        const n = await d.admin.setKeyExpiryDisabled(actorOf(ctx), id, value === '1');
+        return {
+          text: n.keyExpiryDisabled
+            ? `Key expiry disabled: the key of ${n.givenName} no longer expires.`
+            : `Key expiry enabled: the key of ${n.givenName} ${n.expiry ? `expires ${n.expiry.slice(0, 10)}` : 'follows the tailnet default (never)'}.`,
+          to: `/console/machines/${id}`,
+        };
       },
       (message) => showMachine(ctx, id, message),
     );

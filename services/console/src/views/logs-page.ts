@@ -17,6 +17,7 @@ export const KNOWN_ACTIONS = [
   'node.*',
   'user.*',
   'authkey.*',
+  'dns.change',
 ];
 
 /** A class for the action badge: failures stand out, sign-ins are calm. */

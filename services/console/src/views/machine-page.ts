@@ -1,6 +1,6 @@
 // One machine: what the tailnet knows about it (kept current by the live stream, like the list) and, for an
-// administrator, the four things to do with it: rename (its MagicDNS name), move to another user, expire its key
-// (it must log in again), delete it.
+// administrator, what to do with it: rename (its MagicDNS name), move to another user, disable or enable key expiry,
+// expire its key (it must log in again), delete it.
 import type { UserView } from '../../../../shared/admin-client.ts';
 import type { NodeView } from '../../../../shared/model.ts';
 import type { Flash } from '../request/flash.ts';
@@ -47,7 +47,7 @@ export function machineFacts(n: NodeView | null, now = Date.now()): Html {
     ${row('Tailscale IPv6', html`<span class="mono">${n.ipv6}</span>`)}
     ${row('OS', os || '—')}
     ${row('Client version', version || '—')}
-    ${row('Key expiry', expiryCell(n.expiry, now))}
+    ${row('Key expiry', expiryCell(n, now))}
     ${row('Last seen', n.online ? 'now' : html`<span title="${utc(n.lastSeen)}">${n.lastSeen ? ago(n.lastSeen, now) : 'never'}</span>`)}
     ${row('Created', html`<span title="${utc(n.created)}">${utc(n.created)}</span>`)}
     ${row('Joined with', joinedWith(n))}
@@ -80,6 +80,17 @@ function manage(v: MachineView): Html {
       ${others.length ? '' : html`<span class="hint">Create another user to move this machine to.</span>`}
     </label>
     <button type="submit" class="button"${others.length ? '' : html` disabled`}>Move to user</button>
+  </form>
+  <form method="post" action="/console/machines/${n.id}/key-expiry" class="stack-sm" id="key-expiry-form">
+    ${csrfField(v.viewer)}
+    <input type="hidden" name="disabled" value="${n.keyExpiryDisabled ? '0' : '1'}">
+    <p class="field-label">Key expiry</p>
+    <span class="hint">${
+      n.keyExpiryDisabled
+        ? 'Disabled: this machine keeps its key until someone expires or deletes it. Enabling gives the key a fresh lifetime from now.'
+        : 'Disable it for servers and routers that should not need a login again; the key then never expires, also after a re-login.'
+    }</span>
+    <button type="submit" class="button">${n.keyExpiryDisabled ? 'Enable key expiry' : 'Disable key expiry'}</button>
   </form>
   <div class="danger-zone">
     ${confirmAction({

@@ -27,11 +27,17 @@ export interface MachinesView extends MachinesData {
 }
 
 export function onlineState(n: NodeView, now = Date.now()): Html {
+  // An expired key cuts the machine off whatever its connection does: that is what the operator needs to see.
+  if (n.expired)
+    return html`<span class="state offline"><span class="dot" aria-hidden="true"></span>Key expired</span><span class="sub">needs <code>tailscale up</code> to rejoin</span>`;
   if (n.online) return html`<span class="state online"><span class="dot" aria-hidden="true"></span>Online</span>`;
   return html`<span class="state offline"><span class="dot" aria-hidden="true"></span>Offline</span><span class="sub" title="${utc(n.lastSeen)}">${n.lastSeen ? `last seen ${ago(n.lastSeen, now)}` : 'never connected'}</span>`;
 }
 
-export function expiryCell(expiry: string | null, now = Date.now()): Html {
+/** Key expiry of a machine: never, disabled by an operator, expired, within a week (a warning), or later. */
+export function expiryCell(n: Pick<NodeView, 'expiry' | 'keyExpiryDisabled'>, now = Date.now()): Html {
+  if (n.keyExpiryDisabled) return html`<span class="muted" title="An administrator disabled key expiry for this machine">Never (disabled)</span>`;
+  const expiry = n.expiry;
   const s = expiryState(expiry, now);
   if (s === 'never') return html`<span class="muted">Never</span>`;
   if (s === 'expired') return html`<span class="badge bad" title="${utc(expiry)}">Expired</span><span class="sub">${relative(expiry!, now)}</span>`;
@@ -42,7 +48,7 @@ export function expiryCell(expiry: string | null, now = Date.now()): Html {
 function machineRow(n: NodeView, now: number): Html {
   const os = osLabel(n.hostinfo);
   const version = clientVersion(n.hostinfo);
-  return html`<tr data-id="${n.id}" data-name="${n.givenName}" data-online="${n.online ? 'true' : 'false'}">
+  return html`<tr data-id="${n.id}" data-name="${n.givenName}" data-online="${n.online ? 'true' : 'false'}"${n.expired ? html` data-expired="true"` : ''}>
   <td data-label="Machine" class="machine">
     <a class="machine-name" href="/console/machines/${n.id}">${n.givenName}</a>${n.ephemeral ? html` <span class="badge plain" title="Removed automatically after it disconnects">ephemeral</span>` : ''}
     <span class="sub mono">${n.fqdn}</span>
@@ -51,7 +57,7 @@ function machineRow(n: NodeView, now: number): Html {
   <td data-label="Addresses" class="mono addr"><span>${n.ipv4}</span><span class="sub">${n.ipv6}</span></td>
   <td data-label="Status" class="status">${onlineState(n, now)}</td>
   <td data-label="OS · client" class="os">${os || html`<span class="muted">—</span>`}${version ? html`<span class="sub" title="${clientVersionFull(n.hostinfo)}">Tailscale ${version}</span>` : ''}</td>
-  <td data-label="Key expiry" class="expiry">${expiryCell(n.expiry, now)}</td>
+  <td data-label="Key expiry" class="expiry">${expiryCell(n, now)}</td>
 </tr>`;
 }
 

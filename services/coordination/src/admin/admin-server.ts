@@ -4,6 +4,7 @@
 import http, { type ServerResponse } from 'node:http';
 import type { ActivityLog } from '../../../../shared/activity.ts';
 import type { Config } from '../../../../shared/config.ts';
+import { dnsSettingsChanges, validateDnsSettings } from '../../../../shared/dns-settings.ts';
 import { HseError, isStoreDown, statusOf } from '../../../../shared/errors.ts';
 import type { Logger } from '../../../../shared/log.ts';
 import {
@@ -22,6 +23,7 @@ import type { PolicyStore } from '../state/policy-store.ts';
 import { policyRoutes } from './policy-routes.ts';
 import { type Call, id, readBody, type Routes, str } from './admin-kit.ts';
 import type { Registrar } from '../control/register.ts';
+import { keyExpiryAt } from '../state/key-expiry.ts';
 import { invalidLabelReason } from '../state/names.ts';
 import type { Store } from '../state/store.ts';
 import type { Tailnet } from '../state/tailnet.ts';
@@ -77,6 +79,7 @@ export function createAdminServer(d: AdminDeps): http.Server {
 
   const nodeView = (n: NodeRecord): NodeView => ({
     ...n,
+    keyExpiryDisabled: n.keyExpiryDisabled === true,
     online: d.tailnet.online.has(n.id),
     user: d.tailnet.users.get(n.userId)?.name ?? `user-${n.userId}`,
     fqdn: nodeFqdn(d.cfg.baseDomain, n).replace(/\.$/, ''),
@@ -188,6 +191,22 @@ export function createAdminServer(d: AdminDeps): http.Server {
       await log(c, 'node.expire', n.givenName);
       return nodeView(n);
     },
+    'POST /v1/nodes/:id/key-expiry': async (c) => {
+      if (typeof c.body.disabled !== 'boolean') throw new HseError(400, '"disabled" must be true or false');
+      const disabled = c.body.disabled;
+      const before = await mustNode(c.params[0]);
+      // Enabling gives the key a fresh lifetime from now (HSE_NODE_KEY_EXPIRY), not one that may have run out already.
+      const n =
+        (await d.store.updateNode(
+          before.id,
+          (x) => ((x.keyExpiryDisabled === true) === disabled ? null : { ...x, keyExpiryDisabled: disabled, expiry: keyExpiryAt(d.cfg, null, disabled) }),
+          true,
+        )) ?? before;
+      if ((before.keyExpiryDisabled === true) !== disabled) {
+        await log(c, disabled ? 'node.key_expiry_disable' : 'node.key_expiry_enable', n.givenName, { from: before.expiry, to: n.expiry });
+      }
+      return nodeView(n);
+    },
     'POST /v1/nodes/:id/user': async (c) => {
       const before = await mustNode(c.params[0]);
       const u = await findUser(c.body.user);
@@ -198,7 +217,9 @@ export function createAdminServer(d: AdminDeps): http.Server {
     'POST /v1/nodes/:id/tags': async (c) => {
       const before = await mustNode(c.params[0]);
       const tags = definedTags(c.body.tags ?? []);
-      const n = (await d.store.updateNode(before.id, (x) => (x.tags.join() === tags.join() ? null : { ...x, tags }), true)) ?? before;
+      // A node owned by tags has no key expiry (as Tailscale); one that goes back to its user gets the default lifetime.
+      const expiryFor = (x: NodeRecord) => (tags.length > 0 ? null : x.tags.length > 0 ? keyExpiryAt(d.cfg, null, x.keyExpiryDisabled === true) : x.expiry);
+      const n = (await d.store.updateNode(before.id, (x) => (x.tags.join() === tags.join() ? null : { ...x, tags, expiry: expiryFor(x) }), true)) ?? before;
       await log(c, 'node.tags', n.givenName, { from: before.tags, to: n.tags });
       return nodeView(n);
     },
@@ -206,6 +227,16 @@ export function createAdminServer(d: AdminDeps): http.Server {
       const n = await d.store.deleteNode(id(c.params[0]));
       await log(c, 'node.delete', n.givenName, { addresses: [n.ipv4, n.ipv6] });
       return nodeView(n);
+    },
+
+    'GET /v1/dns': async () => d.store.getDnsSettings(),
+    'PUT /v1/dns': async (c) => {
+      const next = validateDnsSettings(c.body, d.cfg.baseDomain);
+      const current = await d.store.getDnsSettings();
+      if (Object.keys(dnsSettingsChanges(current, next)).length === 0) return next;
+      const before = await d.store.setDnsSettings(next);
+      await log(c, 'dns.change', 'dns', dnsSettingsChanges(before, next));
+      return next;
     },
 
     'GET /v1/pending': async () => d.store.listPending(),

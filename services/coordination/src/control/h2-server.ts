@@ -52,16 +52,21 @@ function sendText(res: Http2ServerResponse, status: number, text: string): void 
   res.end(`${text}\n`);
 }
 
-/** Endpoints newer clients call that this server does not offer; 501 tells them so without an error loop. */
-const NOT_IMPLEMENTED = new Set([
-  '/machine/set-dns',
-  '/machine/update-health',
-  '/machine/audit-log',
-  '/machine/id-token',
-  '/machine/feature/query',
-  '/machine/c2n',
-  '/machine/whoami',
-  '/machine/set-device-attr',
+/**
+ * Endpoints the client calls for features this server does not offer. The client reads 501 as "not available here"
+ * and shows the text (`tailscale serve` prints "error enabling https feature: <text>"); 500/502/503/504 would read as
+ * "retry later" (tailscale control/controlclient/errors.go), so nothing else in 5xx. Each is reached only when a user
+ * asks for the feature, never in a loop.
+ */
+const NOT_AVAILABLE = new Map<string, string>([
+  ['/machine/feature/query', 'HTTPS certificates, Serve over HTTPS and Funnel are not available on this server (hse)'],
+  ['/machine/set-dns', 'DNS records for HTTPS certificates are not available on this server (hse)'],
+  ['/machine/id-token', 'ID tokens (workload identity federation) are not available on this server (hse)'],
+  ['/machine/audit-log', 'audit logs of SSH sessions are not available on this server (hse)'],
+  ['/machine/update-health', 'health reporting is not available on this server (hse)'],
+  ['/machine/c2n', 'control-to-node requests are not available on this server (hse)'],
+  ['/machine/whoami', 'whoami is not available on this server (hse)'],
+  ['/machine/set-device-attr', 'device attributes are not available on this server (hse)'],
 ]);
 
 export function serveControlConnection(conn: Duplex, info: ConnInfo, deps: ControlDeps): void {
@@ -78,7 +83,7 @@ export function serveControlConnection(conn: Duplex, info: ConnInfo, deps: Contr
       // client's (the client prints them); anything else is a bug, logged here and answered without detail.
       const status = statusOf(e);
       if (!(e instanceof HseError)) log.error('control request failed', { path: req.url, error: e.stack ?? e.message, ip: info.clientIp });
-      else if (status >= 500) log.warn('control request failed', { path: req.url, status, reason: e.message, ip: info.clientIp });
+      else if (status >= 500 && status !== 501) log.warn('control request failed', { path: req.url, status, reason: e.message, ip: info.clientIp });
       else log.info('control request refused', { path: req.url, status, reason: e.message, ip: info.clientIp });
       sendText(res, status, e instanceof HseError ? e.message : 'internal error; see the coordination log');
     });
@@ -103,7 +108,8 @@ export function serveControlConnection(conn: Duplex, info: ConnInfo, deps: Contr
       await handleMap(deps, body, info.machineKey, res);
       return;
     }
-    if (NOT_IMPLEMENTED.has(path)) throw new HseError(501, 'not implemented by this server');
+    const unavailable = NOT_AVAILABLE.get(path);
+    if (unavailable) throw new HseError(501, unavailable);
     throw new HseError(404, 'not found');
   }
 

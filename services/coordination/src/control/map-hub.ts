@@ -13,6 +13,7 @@
 // streams opening, closing and time passing.
 import type { Http2ServerResponse } from 'node:http2';
 import type { Config } from '../../../../shared/config.ts';
+import type { DnsSettings } from '../../../../shared/dns-settings.ts';
 import type { Logger } from '../../../../shared/log.ts';
 import type { NodeRecord, UserRecord } from '../../../../shared/model.ts';
 import { buildDerpMap } from '../map/derp-map.ts';
@@ -21,6 +22,7 @@ import { fullMapHead, type MapContext, type NodeRoutes, profileOf, profilesFor, 
 import { effectiveRoutes, isExitNode, isExitPrefix, PrimaryRoutes } from '../map/routes.ts';
 import type { CompiledPolicy, ViewDigest } from '../policy/index.ts';
 import { PRESENCE_REFRESH_MS, PRESENCE_TTL_MS } from '../state/housekeeping.ts';
+import { buildDnsConfig } from '../map/dns-config.ts';
 import type { Store } from '../state/store.ts';
 import type { Tailnet } from '../state/tailnet.ts';
 import { MapSession } from './map-session.ts';
@@ -59,7 +61,13 @@ export class MapHub {
 
   constructor(d: MapHubDeps) {
     this.d = d;
-    this.ctx = { cfg: d.cfg, derpMap: buildDerpMap(d.cfg), users: d.tailnet.users, online: d.tailnet.online };
+    this.ctx = {
+      cfg: d.cfg,
+      derpMap: buildDerpMap(d.cfg),
+      dnsConfig: buildDnsConfig(d.tailnet.dns, d.cfg.baseDomain),
+      users: d.tailnet.users,
+      online: d.tailnet.online,
+    };
   }
 
   private get tailnet(): Tailnet {
@@ -92,6 +100,9 @@ export class MapHub {
     this.tailnet.on('online', (n) => this.onOnline(n));
     this.tailnet.on('user', (u) => this.onUser(u));
     this.d.policy.on('compiled', (p) => this.onCompiled(p));
+    this.tailnet.on('dns', (settings) => this.onDns(settings));
+    // The settings loaded with the tailnet (start() runs after tailnet.start()).
+    this.ctx.dnsConfig = buildDnsConfig(this.tailnet.dns, this.d.cfg.baseDomain);
     this.timers.push(setInterval(() => void this.refreshPresence(), PRESENCE_REFRESH_MS).unref());
     // After a Redis outage, renew at once: entries may have run out meanwhile, and the housekeeping sweep must find
     // the nodes this instance still serves renewed before it looks (state/housekeeping.ts).
@@ -387,6 +398,14 @@ export class MapHub {
       if (t > this.lastExpiryCheck && t <= now) this.onNode(n, n, true);
     }
     this.lastExpiryCheck = now;
+  }
+
+  /** New DNS settings: one DNSConfig for everyone, sent whole (the client replaces its copy). */
+  private onDns(settings: DnsSettings): void {
+    this.ctx.dnsConfig = buildDnsConfig(settings, this.d.cfg.baseDomain);
+    const json = JSON.stringify(this.ctx.dnsConfig);
+    for (const set of this.sessions.values()) for (const s of set) s.dnsConfig(json);
+    this.d.log.info('DNS settings sent to every stream', { streams: this.streamCount });
   }
 
   /** Closes every stream (SIGTERM); clients reconnect to whichever instance answers next. */

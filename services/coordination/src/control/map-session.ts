@@ -6,7 +6,7 @@
 // passes MAX_BACKLOG; it reconnects and gets a fresh full map, which is cheaper than buffering without bound.
 import type { Http2ServerResponse } from 'node:http2';
 import { encodeJsonFrame } from './map-frame.ts';
-import type { DNSConfig, FilterRule, MapResponse, PeerChange, SSHPolicy, UserProfile } from '../tailcfg/tailcfg.ts';
+import type { FilterRule, MapResponse, PeerChange, SSHPolicy, UserProfile } from '../tailcfg/tailcfg.ts';
 
 export const KEEPALIVE_MS = 50_000;
 const MAX_BACKLOG = 8 * 1024 * 1024;
@@ -30,10 +30,10 @@ export class MapSession {
   private removed = new Set<number>();
   private patches = new Map<number, PeerChange>();
   private self: string | null = null;
+  private dns: string | null = null;
   private profiles = new Map<number, UserProfile>();
   private filter: FilterRule[] | null = null;
   private ssh: SSHPolicy | null = null;
-  private dns: DNSConfig | null = null;
   onClose: (() => void) | null = null;
 
   constructor(nodeId: number, res: Http2ServerResponse, compress: boolean) {
@@ -106,9 +106,9 @@ export class MapSession {
     this.schedule();
   }
 
-  /** A new DNS configuration, sent whole. */
-  dnsConfig(c: DNSConfig): void {
-    this.dns = c;
+  /** The tailnet's new DNSConfig, as JSON (built once by the hub for every stream). */
+  dnsConfig(json: string): void {
+    this.dns = json;
     this.schedule();
   }
 
@@ -131,6 +131,7 @@ export class MapSession {
     if (this.closed) return;
     const parts: string[] = [];
     if (this.self !== null) parts.push(`"Node":${this.self}`);
+    if (this.dns !== null) parts.push(`"DNSConfig":${this.dns}`);
     if (this.changed.size > 0) parts.push(`"PeersChanged":[${[...this.changed.values()].join(',')}]`);
     if (this.removed.size > 0) parts.push(`"PeersRemoved":${JSON.stringify([...this.removed])}`);
     // Every patch held here arrived after the peer's whole Node was queued (peerChanged drops the older ones), so it
@@ -142,7 +143,6 @@ export class MapSession {
     if (this.profiles.size > 0) parts.push(`"UserProfiles":${JSON.stringify([...this.profiles.values()])}`);
     if (this.filter !== null) parts.push(`"PacketFilter":${JSON.stringify(this.filter)}`);
     if (this.ssh !== null) parts.push(`"SSHPolicy":${JSON.stringify(this.ssh)}`);
-    if (this.dns !== null) parts.push(`"DNSConfig":${JSON.stringify(this.dns)}`);
     this.filter = null;
     this.ssh = null;
     this.dns = null;

@@ -12,6 +12,7 @@ import { redact } from '../../../../shared/log.ts';
 import { isExpired, type NodeRecord, type PendingAuth, type PreAuthKeyRecord, type ProviderIdentity, type UserRecord } from '../../../../shared/model.ts';
 import type { LivePolicy } from '../map/live-policy.ts';
 import { profileOf } from '../map/map-builder.ts';
+import { keyExpiryAt } from '../state/key-expiry.ts';
 import type { Store } from '../state/store.ts';
 import type { Tailnet } from '../state/tailnet.ts';
 import { capVersionProblem } from '../tailcfg/capver.ts';
@@ -143,8 +144,9 @@ export class Registrar {
       return this.authorized(n ?? byKey);
     }
 
-    // Known node key, no new credentials: the client checks it is still logged in — or, after `tailscale up
-    // --advertise-tags=…` on a registered device, asks for tags (the client logs in again when its tags change).
+    // Known node key, no new credentials: the client checks it is still logged in, asks for an earlier expiry
+    // (SetExpirySooner), which is granted (a later one is not: expiry is extended only by logging in again) — or,
+    // after `tailscale up --advertise-tags=…` on a registered device, asks for tags (it logs in again when they change).
     if (byKey && !authKey) {
       if (!isExpired(byKey)) {
         const requested = requestedTags(req.Hostinfo);
@@ -154,18 +156,28 @@ export class Registrar {
             this.refused(req, clientIp, checked.error);
             return { Error: checked.error };
           }
-          const n = await this.d.store.updateNode(byKey.id, (x) => ({ ...x, tags: checked.tags }), true);
+          // Owned by tags from now on: no key expiry, as Tailscale does for tagged nodes.
+          const n = await this.d.store.updateNode(byKey.id, (x) => ({ ...x, tags: checked.tags, expiry: null }), true);
           this.activity('node.tags', byKey, clientIp, { from: byKey.tags, to: checked.tags, by: 'advertise-tags' });
           await this.updateHostinfo(n ?? byKey, req);
           return this.authorized(n ?? byKey);
         }
         await this.updateHostinfo(byKey, req);
+        const sooner = expiry && !byKey.keyExpiryDisabled && (byKey.expiry === null || expiry.getTime() < Date.parse(byKey.expiry));
+        if (sooner) {
+          const n = await this.d.store.updateNode(byKey.id, (x) => ({ ...x, expiry: expiry.toISOString() }), true);
+          this.activity('node.expiry_sooner', byKey, clientIp, { expiry: expiry.toISOString() });
+          return this.authorized(n ?? byKey);
+        }
         return this.authorized(byKey);
       }
+      // An expired key: the client generates a new one and sends this one as OldNodeKey (direct.go doLogin), which
+      // then needs new credentials (a pre-auth key, or an operator's approval) like a first login.
       return { NodeKeyExpired: true, MachineAuthorized: false };
     }
 
-    // Node-key rotation: the old key proves who this is, the machine key must match.
+    // Node-key rotation: the old key proves who this is, the machine key must match. An expired old key proves
+    // nothing: that is a re-login, which goes on below like any login and keeps the machine's id and addresses.
     if (oldNodeKey && !authKey && !byKey) {
       const old = await this.d.store.getNodeByNodeKey(oldNodeKey);
       if (old && old.machineKey === machineKey && !isExpired(old)) {
@@ -240,7 +252,7 @@ export class Registrar {
       userId: key.userId,
       hostinfo: (req.Hostinfo as Record<string, unknown>) ?? null,
       hostname: hostnameOf(req.Hostinfo),
-      expiry: expiry ? expiry.toISOString() : null,
+      requestedExpiry: expiry,
       ephemeral: key.ephemeral || req.Ephemeral === true,
       authKeyId: key.id,
       registeredBy: 'authkey',
@@ -252,20 +264,40 @@ export class Registrar {
 
   /**
    * Creates the node, or — for a machine registered before (re-login after logout or expiry) — gives the existing
-   * node its new key and owner while keeping its id, addresses and name.
+   * node its new key and owner while keeping its id, addresses and name. The key's expiry starts afresh
+   * (state/key-expiry.ts), unless an operator disabled expiry for this machine.
    */
   async upsertNode(
-    f: Pick<NodeRecord, 'machineKey' | 'nodeKey' | 'userId' | 'hostinfo' | 'hostname' | 'expiry' | 'ephemeral' | 'authKeyId' | 'registeredBy'> & {
+    f: Pick<NodeRecord, 'machineKey' | 'nodeKey' | 'userId' | 'hostinfo' | 'hostname' | 'ephemeral' | 'authKeyId' | 'registeredBy'> & {
+      requestedExpiry: Date | null;
       /** The node's tags; undefined keeps a re-registering node's tags as they are. */
       tags?: string[];
     },
   ): Promise<NodeRecord> {
+    const { requestedExpiry, tags, ...fields } = f;
     const existing = await this.d.store.getNodeByMachineKey(f.machineKey);
     if (existing) {
-      const n = await this.d.store.updateNode(existing.id, (x) => ({ ...x, ...f, tags: f.tags ?? x.tags }), true);
+      const n = await this.d.store.updateNode(
+        existing.id,
+        (x) => {
+          const nodeTags = tags ?? x.tags;
+          // A node owned by tags has no key expiry (as Tailscale): it is nobody's to log in again.
+          return { ...x, ...fields, tags: nodeTags, expiry: keyExpiryAt(this.d.cfg, requestedExpiry, x.keyExpiryDisabled === true || nodeTags.length > 0) };
+        },
+        true,
+      );
       if (n) return n;
     }
-    return this.d.store.createNode({ ...f, tags: f.tags ?? [], approvedRoutes: [], discoKey: '', endpoints: [], homeDerp: 0, capVersion: 0 });
+    return this.d.store.createNode({
+      ...fields,
+      tags: tags ?? [],
+      approvedRoutes: [],
+      expiry: keyExpiryAt(this.d.cfg, requestedExpiry, (tags ?? []).length > 0),
+      discoKey: '',
+      endpoints: [],
+      homeDerp: 0,
+      capVersion: 0,
+    });
   }
 
   /** Holds a follow-up until the operator approves or rejects, or FOLLOWUP_HOLD_MS pass (the client then asks again). */
@@ -339,7 +371,7 @@ export class Registrar {
       userId,
       hostinfo: p.hostinfo,
       hostname: p.hostname,
-      expiry: p.expiry && Date.parse(p.expiry) > Date.now() ? p.expiry : null,
+      requestedExpiry: p.expiry ? new Date(p.expiry) : null,
       ephemeral: p.ephemeral,
       authKeyId: null,
       registeredBy,

@@ -18,6 +18,8 @@ import type { DERPMap, DNSConfig, MapResponse, Node, NodeCapMap, PeerChange, Use
 export interface MapContext {
   cfg: Config;
   derpMap: DERPMap;
+  /** The tailnet's DNSConfig (dns-config.ts), rebuilt by the hub when the DNS settings change. */
+  dnsConfig: DNSConfig;
   users: ReadonlyMap<number, UserRecord>;
   online: ReadonlySet<number>;
 }
@@ -120,17 +122,12 @@ export function profilesFor(ctx: MapContext, self: NodeRecord | null, peers: Ite
   return [...out.values()];
 }
 
-/** The DNS configuration every node gets: MagicDNS under the base domain. */
-export function dnsConfig(ctx: MapContext): DNSConfig {
-  return { Domains: [ctx.cfg.baseDomain], Proxied: true };
-}
-
 /** Everything of the first message but the peers, which the hub splices in from its per-node cache. */
 export function fullMapHead(ctx: MapContext, self: Node, policy: CompiledPolicy, selfRecord: NodeRecord, profiles: UserProfile[]): MapResponse {
   const m: MapResponse = {
     Node: self,
     DERPMap: ctx.derpMap,
-    DNSConfig: dnsConfig(ctx),
+    DNSConfig: ctx.dnsConfig,
     Domain: ctx.cfg.baseDomain,
     CollectServices: false,
     PacketFilter: policy.filterFor(selfRecord.id),

@@ -5,6 +5,7 @@
 import crypto from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { encodeChange, type ChangeEvent } from '../../../../shared/changes.ts';
+import { defaultDnsSettings, type DnsSettings } from '../../../../shared/dns-settings.ts';
 import { HseError } from '../../../../shared/errors.ts';
 import type { NodeRecord, PendingAuth, PreAuthKeyRecord, ProviderIdentity, UserRecord } from '../../../../shared/model.ts';
 import { identityField, K } from '../../../../shared/redis-keys.ts';
@@ -506,6 +507,22 @@ export class Store {
     await this.redis.set(pendingKey(p.authId), JSON.stringify(p), 'KEEPTTL');
     if (p.status !== 'pending') await this.redis.zrem(K.pendingIndex, p.authId);
     await this.publish({ kind: 'pending.change', authId: p.authId });
+  }
+
+  // ---- DNS settings -----------------------------------------------------------------------------------------
+
+  /** The stored DNS settings, or the defaults when none were ever saved. Fields added later take their defaults. */
+  async getDnsSettings(): Promise<DnsSettings> {
+    const stored = parse<Partial<DnsSettings>>(await this.redis.get(K.dns));
+    return { ...defaultDnsSettings(), ...stored };
+  }
+
+  /** Replaces the DNS settings (already validated) and returns the previous ones. */
+  async setDnsSettings(next: DnsSettings): Promise<DnsSettings> {
+    const res = await this.redis.multi().get(K.dns).set(K.dns, JSON.stringify(next)).exec();
+    const prev = parse<Partial<DnsSettings>>((res?.[0]?.[1] as string | null) ?? null);
+    await this.publish({ kind: 'dns.change' });
+    return { ...defaultDnsSettings(), ...prev };
   }
 
   // ---- presence ----------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
 import { decodeChange, type ChangeEvent } from '../../../../shared/changes.ts';
+import { defaultDnsSettings, type DnsSettings } from '../../../../shared/dns-settings.ts';
 import type { Logger } from '../../../../shared/log.ts';
 import type { NodeRecord, UserRecord } from '../../../../shared/model.ts';
 import { K } from '../../../../shared/redis-keys.ts';
@@ -20,12 +21,16 @@ export interface TailnetEvents {
   pending: [authId: string];
   /** A new policy version was saved (by any instance). */
   policy: [version: number];
+  /** The DNS settings were replaced. */
+  dns: [settings: DnsSettings];
 }
 
 export class Tailnet extends EventEmitter<TailnetEvents> {
   readonly nodes = new Map<number, NodeRecord>();
   readonly users = new Map<number, UserRecord>();
   readonly online = new Set<number>();
+  /** The tailnet's DNS settings (K.dns). */
+  dns: DnsSettings = defaultDnsSettings();
   private readonly store: Store;
   private readonly sub: Redis;
   private readonly log: Logger;
@@ -101,12 +106,25 @@ export class Tailnet extends EventEmitter<TailnetEvents> {
         return;
       case 'node.keyrotate':
         return; // the node.upsert that follows carries the new key
+      case 'dns.change':
+        this.dns = await this.store.getDnsSettings();
+        this.emit('dns', this.dns);
+        return;
     }
   }
 
   /** Reloads everything and emits the differences. */
   private async resync(): Promise<void> {
-    const [nodes, users, online] = await Promise.all([this.store.listNodes(), this.store.listUsers(), this.store.onlineNodeIds()]);
+    const [nodes, users, online, dns] = await Promise.all([
+      this.store.listNodes(),
+      this.store.listUsers(),
+      this.store.onlineNodeIds(),
+      this.store.getDnsSettings(),
+    ]);
+    if (JSON.stringify(dns) !== JSON.stringify(this.dns)) {
+      this.dns = dns;
+      this.emit('dns', dns);
+    }
     this.users.clear();
     for (const u of users) this.users.set(u.id, u);
     const seen = new Set<number>();

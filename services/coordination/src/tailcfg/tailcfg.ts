@@ -222,10 +222,35 @@ export interface SSHAction {
   allowRemotePortForwarding?: boolean;
 }
 
+/** dnstype.Resolver: an IP (port 53), "IP:port", or a DoH URL the client knows. */
+export interface DNSResolver {
+  Addr: string;
+}
+
+/** tailcfg.DNSRecord: Type "A" or "AAAA" (the client skips others); Value an IP literal. */
+export interface DNSRecord {
+  Name: string;
+  Type?: string;
+  Value: string;
+}
+
+/**
+ * tailcfg.DNSConfig. Sent whole whenever it changes (the client replaces its copy; absent = unchanged). Never sent:
+ * `Nameservers` (legacy, capver ≤ 13) and `CertDomains` (without them `tailscale cert` stops locally instead of
+ * calling /machine/set-dns).
+ */
 export interface DNSConfig {
-  Resolvers?: { Addr: string }[];
+  /** Default resolvers ("override local DNS"): every query not matched by a route goes to them. */
+  Resolvers?: DNSResolver[];
+  /** Split DNS: FQDN suffix (trailing dot) -> resolvers; an empty list = quad-100 answers the suffix itself. */
+  Routes?: Record<string, DNSResolver[]>;
+  /** Used by v1.102 only with an exit node that cannot proxy DNS and no Resolvers; listed by `dns status --all`. */
+  FallbackResolvers?: DNSResolver[];
+  /** Search domains, without the trailing dot. */
   Domains?: string[];
+  /** MagicDNS on. */
   Proxied?: boolean;
+  ExtraRecords?: DNSRecord[];
 }
 
 export interface MapResponse {
