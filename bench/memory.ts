@@ -16,11 +16,9 @@ import path from 'node:path';
 import { parseArgs } from './lib/args.ts';
 import { startHeadscale } from './lib/headscale.ts';
 import { sleep } from './lib/pool.ts';
-import { freePorts } from './lib/ports.ts';
 import { commOf, descendantsOf, memOf, type ProcMem } from './lib/proc.ts';
 import { fmtMiB, header, ratio, table } from './lib/report.ts';
-import { startServer } from './lib/spawn.ts';
-import { freeUdpPort, NODE, ROOT } from '../test/harness/process.ts';
+import { freePorts, freeUdpPort, HEAD_AND_TAIL, NODE, ROOT, startProcess } from '../test/harness/process.ts';
 
 const ANCHOR_MIB = 72;
 const args = parseArgs(process.argv.slice(2));
@@ -77,9 +75,10 @@ async function measureImage(): Promise<{ rows: [string, ProcMem][]; version: str
   // As the image build does (image-setup.sh cache): every process then starts with its TypeScript already stripped.
   const warm = spawnSync(NODE, [path.join(ROOT, 'deploy/warm-compile-cache.cjs')], { env, cwd: ROOT, encoding: 'utf8' });
   if (warm.status !== 0) throw new Error(`warm-compile-cache failed:\n${warm.stderr}${warm.stdout}`);
-  const sup = startServer('pm2-runtime', NODE, [path.join(ROOT, 'node_modules/pm2/bin/pm2-runtime'), 'start', path.join(ROOT, 'ecosystem.config.js')], {
+  const sup = startProcess('pm2-runtime', NODE, [path.join(ROOT, 'node_modules/pm2/bin/pm2-runtime'), 'start', path.join(ROOT, 'ecosystem.config.js')], {
     env,
     cwd: ROOT,
+    keep: HEAD_AND_TAIL,
   });
   try {
     const base = `http://127.0.0.1:${port}`;
@@ -111,9 +110,10 @@ async function measureReference(): Promise<[string, ProcMem][]> {
     path.join(dir, 'Caddyfile'),
     `{\n  admin off\n  auto_https off\n}\nhttp://127.0.0.1:${caddyPort} {\n  bind 127.0.0.1\n  reverse_proxy 127.0.0.1:${hs.port}\n}\n`,
   );
-  const caddy = startServer('caddy', 'caddy', ['run', '--config', path.join(dir, 'Caddyfile'), '--adapter', 'caddyfile'], {
+  const caddy = startProcess('caddy', 'caddy', ['run', '--config', path.join(dir, 'Caddyfile'), '--adapter', 'caddyfile'], {
     env: { PATH: process.env.PATH, HOME: dir, XDG_DATA_HOME: dir, XDG_CONFIG_HOME: dir },
     cwd: dir,
+    keep: HEAD_AND_TAIL,
   });
   try {
     await caddy.waitFor(/serving initial configuration|server running/, 30_000);

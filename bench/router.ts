@@ -20,12 +20,10 @@ import { parseArgs } from './lib/args.ts';
 import { startHse } from './lib/hse.ts';
 import { startNginx, type Nginx } from './lib/nginx.ts';
 import { pool, sleep } from './lib/pool.ts';
-import { freePorts } from './lib/ports.ts';
 import { cpuSecondsOf, sampleGroup } from './lib/proc.ts';
 import { fmtMiB, fmtMs, fmtNum, header, ratio, table } from './lib/report.ts';
-import { startServer } from './lib/spawn.ts';
 import { wrk, type WrkResult } from './router/wrk.ts';
-import { NODE, ROOT } from '../test/harness/process.ts';
+import { freePorts, HEAD_AND_TAIL, NODE, ROOT, startProcess } from '../test/harness/process.ts';
 
 const args = parseArgs(process.argv.slice(2));
 const seconds = args.int('seconds', 10);
@@ -149,9 +147,9 @@ try {
   upstream = null;
   await nginx1.stop();
   nginx1 = null;
-  const holder = startServer('long-poll-holder', NODE, [path.join(ROOT, 'bench/router/long-poll-holder.ts'), socket]);
+  const holder = startProcess('long-poll-holder', NODE, [path.join(ROOT, 'bench/router/long-poll-holder.ts'), socket], { keep: HEAD_AND_TAIL });
   try {
-    await holder.waitFor(/listening/);
+    await holder.waitFor(/listening/, 30_000);
     routerPolls = await pollMemory('hse router', hse.port, () => ({ router: hse.servers.router!.pid }));
     nginxPolls = await pollMemory('nginx (auto workers)', ngPort, () => nginxAuto!.pids());
   } finally {
