@@ -20,7 +20,7 @@ import { Fleet, type EventResult } from './load-client/fleet.ts';
 import { parseArgs } from './lib/args.ts';
 import { HEADSCALE, startHeadscale } from './lib/headscale.ts';
 import { startHse } from './lib/hse.ts';
-import { PeakSampler, sampleGroup, type GroupSample } from './lib/proc.ts';
+import { PeakSampler, sampleGroup, type GroupSample } from './lib/sampling.ts';
 import { fmtMiB, fmtMs, fmtNum, header, median, percentile, ratio, table } from './lib/report.ts';
 
 type ServerName = 'hse' | 'headscale';

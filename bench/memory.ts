@@ -16,8 +16,8 @@ import path from 'node:path';
 import { parseArgs } from './lib/args.ts';
 import { startHeadscale } from './lib/headscale.ts';
 import { sleep } from './lib/pool.ts';
-import { commOf, descendantsOf, memOf, type ProcMem } from './lib/proc.ts';
 import { fmtMiB, header, ratio, table } from './lib/report.ts';
+import { cmdlineOf, commOf, descendantsOf, memOf, type ProcMem } from '../test/harness/proc.ts';
 import { freePorts, freeUdpPort, HEAD_AND_TAIL, NODE, ROOT, startProcess } from '../test/harness/process.ts';
 
 const ANCHOR_MIB = 72;
@@ -26,12 +26,8 @@ const settle = args.int('settle', 20);
 const log = (s: string) => process.stderr.write(`[memory] ${s}\n`);
 
 function nameOf(pid: number): string {
-  let cmd = '';
-  try {
-    cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
-  } catch {
-    return `pid ${pid}`;
-  }
+  const cmd = cmdlineOf(pid);
+  if (cmd === '') return `pid ${pid}`;
   const known: [RegExp, string][] = [
     [/pm2-runtime/, 'pm2-runtime (supervisor)'],
     [/router\/src\/main\.ts/, 'router'],

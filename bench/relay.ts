@@ -19,7 +19,7 @@ import { parseArgs } from './lib/args.ts';
 import { DERPER, startDerper } from './lib/derper.ts';
 import { startHse } from './lib/hse.ts';
 import { pool, sleep } from './lib/pool.ts';
-import { sampleGroup } from './lib/proc.ts';
+import { sampleGroup } from './lib/sampling.ts';
 import { fmtMiB, fmtMs, fmtNum, header, percentile, ratio, table } from './lib/report.ts';
 
 const args = parseArgs(process.argv.slice(2));

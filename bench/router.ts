@@ -20,9 +20,10 @@ import { parseArgs } from './lib/args.ts';
 import { startHse } from './lib/hse.ts';
 import { startNginx, type Nginx } from './lib/nginx.ts';
 import { pool, sleep } from './lib/pool.ts';
-import { cpuSecondsOf, sampleGroup } from './lib/proc.ts';
+import { sampleGroup } from './lib/sampling.ts';
 import { fmtMiB, fmtMs, fmtNum, header, ratio, table } from './lib/report.ts';
 import { wrk, type WrkResult } from './router/wrk.ts';
+import { cpuSecondsOf } from '../test/harness/proc.ts';
 import { freePorts, HEAD_AND_TAIL, NODE, ROOT, startProcess } from '../test/harness/process.ts';
 
 const args = parseArgs(process.argv.slice(2));

@@ -3,8 +3,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { descendantsOf } from '../../test/harness/proc.ts';
 import { HEAD_AND_TAIL, startProcess, type Proc } from '../../test/harness/process.ts';
-import { descendantsOf } from './proc.ts';
 
 export interface Nginx {
   server: Proc;
