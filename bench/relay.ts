@@ -13,14 +13,15 @@
 //   node bench/relay.ts [--seconds=5] [--idle=1000] [--only=hse|derper]
 import dgram from 'node:dgram';
 import crypto from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { DerpConn, sendBurst, type DerpTarget } from './derp/derp-conn.ts';
 import { bindingRequest, isBindingSuccess } from './derp/stun.ts';
 import { parseArgs } from './lib/args.ts';
 import { DERPER, startDerper } from './lib/derper.ts';
 import { startHse } from './lib/hse.ts';
-import { pool, sleep } from './lib/pool.ts';
 import { sampleGroup } from './lib/sampling.ts';
 import { fmtMiB, fmtMs, fmtNum, header, percentile, ratio, table } from './lib/report.ts';
+import { pool } from '../test/harness/pool.ts';
 
 const args = parseArgs(process.argv.slice(2));
 const seconds = args.int('seconds', 5);

@@ -16,13 +16,14 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from './lib/args.ts';
 import { startHse } from './lib/hse.ts';
 import { startNginx, type Nginx } from './lib/nginx.ts';
-import { pool, sleep } from './lib/pool.ts';
 import { sampleGroup } from './lib/sampling.ts';
 import { fmtMiB, fmtMs, fmtNum, header, ratio, table } from './lib/report.ts';
 import { wrk, type WrkResult } from './router/wrk.ts';
+import { pool } from '../test/harness/pool.ts';
 import { cpuSecondsOf } from '../test/harness/proc.ts';
 import { freePorts, HEAD_AND_TAIL, NODE, ROOT, startProcess } from '../test/harness/process.ts';
 

@@ -9,7 +9,8 @@
 // "All online": once every stream has opened, each server tells every stream that each of the other N-1 nodes is now
 // online (Online in Peers/PeersChanged, or a PeersChangedPatch) — N×(N-1) facts to deliver. The time until every
 // stream holds all of them is the cost of a whole network (re)connecting, beyond the full maps themselves.
-import { pool, sleep, until } from '../lib/pool.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { pool, until } from '../../test/harness/pool.ts';
 import { ControlNode, type ServerTarget } from './control-node.ts';
 import type { MapMessage } from './map-frames.ts';
 
