@@ -15,12 +15,13 @@ import dgram from 'node:dgram';
 import crypto from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DerpConn, sendBurst, type DerpTarget } from './derp/derp-conn.ts';
-import { bindingRequest, isBindingSuccess } from './derp/stun.ts';
+import { isBindingSuccess } from './derp/stun.ts';
 import { parseArgs } from './lib/args.ts';
 import { DERPER, startDerper } from './lib/derper.ts';
 import { startHse } from './lib/hse.ts';
 import { sampleGroup } from './lib/sampling.ts';
 import { fmtMiB, fmtMs, fmtNum, header, percentile, ratio, table } from './lib/report.ts';
+import { bindingRequest } from '../services/relay/src/stun.ts';
 import { pool } from '../test/harness/pool.ts';
 
 const args = parseArgs(process.argv.slice(2));
