@@ -16,10 +16,9 @@ import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { createTestCA, type TestCA } from './ca.ts';
-import { freePorts, HEAD_AND_TAIL, startProcess, type Proc } from './process.ts';
+import { freePorts, GOBIN, HEAD_AND_TAIL, startProcess, type Proc } from './process.ts';
 
 export const PEBBLE_VERSION = 'v2.10.1';
-const GOBIN = process.env.HSE_TEST_GOBIN ?? path.join(process.env.GOPATH ?? path.join(os.homedir(), 'go'), 'bin');
 export const PEBBLE = path.join(GOBIN, 'pebble');
 export const CHALLTESTSRV = path.join(GOBIN, 'pebble-challtestsrv');
 

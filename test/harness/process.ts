@@ -3,7 +3,9 @@
 // derper, nginx, pm2-runtime) runs as a real child process; its output is kept so a failure can show it.
 import { spawn, type ChildProcess } from 'node:child_process';
 import dgram from 'node:dgram';
+import fs from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -11,6 +13,24 @@ import { fileURLToPath } from 'node:url';
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 /** The pinned Node 24 from the `node` npm package. */
 export const NODE = path.join(ROOT, 'node_modules/.bin/node');
+/** Where the .ci scripts `go install` the pinned Go programs (tailscaled, pebble, traefik). */
+export const GOBIN = process.env.HSE_TEST_GOBIN ?? path.join(process.env.GOPATH ?? path.join(os.homedir(), 'go'), 'bin');
+
+/** Finds an executable on PATH, in /usr/sbin (nginx, for non-root PATHs) or in GOBIN; null when there is none. */
+export function findBinary(name: string): string | null {
+  const dirs = [...(process.env.PATH ?? '').split(':'), '/usr/sbin', '/usr/local/sbin', GOBIN];
+  for (const d of dirs) {
+    if (!d) continue;
+    const p = path.join(d, name);
+    try {
+      fs.accessSync(p, fs.constants.X_OK);
+      return p;
+    } catch {
+      // not here
+    }
+  }
+  return null;
+}
 
 export interface Proc {
   /** What messages call it: the script for runProcess, the name given to startProcess. */

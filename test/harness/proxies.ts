@@ -18,29 +18,12 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { TestCA } from './ca.ts';
 import { renderNpmProxyHost, type NpmProxyHost } from '../proxy/npm-template.ts';
-import { freePort, HEAD_AND_TAIL, ROOT, startProcess, type Proc } from './process.ts';
+import { findBinary, freePort, HEAD_AND_TAIL, ROOT, startProcess, type Proc } from './process.ts';
 
 export type ProxyKind = 'nginx' | 'caddy' | 'traefik' | 'npm';
 export const PROXY_KINDS: ProxyKind[] = ['nginx', 'caddy', 'traefik', 'npm'];
 
 export const EXAMPLES = path.join(ROOT, 'advanced/proxy');
-const GOBIN = process.env.HSE_TEST_GOBIN ?? path.join(process.env.GOPATH ?? path.join(os.homedir(), 'go'), 'bin');
-
-/** Finds an executable on PATH, in /usr/sbin (nginx, for non-root PATHs) or in the Go bin directory. */
-export function findBinary(name: string): string | null {
-  const dirs = [...(process.env.PATH ?? '').split(':'), '/usr/sbin', '/usr/local/sbin', GOBIN];
-  for (const d of dirs) {
-    if (!d) continue;
-    const p = path.join(d, name);
-    try {
-      fs.accessSync(p, fs.constants.X_OK);
-      return p;
-    } catch {
-      // not here
-    }
-  }
-  return null;
-}
 
 const BINARY: Record<ProxyKind, string> = { nginx: 'nginx', caddy: 'caddy', traefik: 'traefik', npm: 'nginx' };
 const INSTALL: Record<ProxyKind, string> = {

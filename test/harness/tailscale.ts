@@ -8,12 +8,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { startProcess, type Proc } from './process.ts';
+import { GOBIN, startProcess, type Proc } from './process.ts';
 
 const run = promisify(execFile);
 
 export const TS_VERSION = '1.102.3';
-const GOBIN = process.env.HSE_TEST_GOBIN ?? path.join(process.env.GOPATH ?? path.join(os.homedir(), 'go'), 'bin');
 export const TAILSCALED = process.env.HSE_TAILSCALED ?? path.join(GOBIN, 'tailscaled');
 export const TAILSCALE = process.env.HSE_TAILSCALE ?? path.join(GOBIN, 'tailscale');
 
