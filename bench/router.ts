@@ -20,6 +20,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from './lib/args.ts';
 import { startHse } from './lib/hse.ts';
 import { startNginx, type Nginx } from './lib/nginx.ts';
+import { missingPeers, PEERS } from './lib/peers.ts';
 import { sampleGroup } from './lib/sampling.ts';
 import { fmtMiB, fmtMs, fmtNum, header, ratio, table } from './lib/report.ts';
 import { wrk, type WrkResult } from './router/wrk.ts';
@@ -112,6 +113,14 @@ async function pollMemory(name: string, port: number, pids: () => Record<string,
   for (const s of socks) s.destroy();
   await sleep(2000);
   return { perPollKiB: (after - before) / polls, before, after };
+}
+
+// nginx is the upstream as well as a proxy measured, and wrk makes the load: without either there is nothing to show.
+const missing = missingPeers([PEERS.nginx, PEERS.wrk]);
+if (missing.length > 0) {
+  for (const m of missing) log(m);
+  log('nothing measured');
+  process.exit(2);
 }
 
 process.stdout.write(header('Router: hse router vs nginx', { nginx: ['nginx', ['-v']], wrk: ['wrk', ['--version']] }));

@@ -5,8 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { freePort, freeUdpPort, HEAD_AND_TAIL, startProcess, type Proc } from '../../test/harness/process.ts';
-
-export const DERPER = process.env.DERPER_BIN ?? path.join(process.env.GOBIN ?? path.join(process.env.HOME ?? '/root', 'go/bin'), 'derper');
+import { DERPER, PEERS, requirePeer } from './peers.ts';
 
 export interface Derper {
   port: number;
@@ -17,7 +16,7 @@ export interface Derper {
 }
 
 export async function startDerper(): Promise<Derper> {
-  if (!fs.existsSync(DERPER)) throw new Error(`no derper binary at ${DERPER}; run bench/install-peers.sh`);
+  requirePeer(PEERS.derper);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'derper-bench-'));
   const port = await freePort();
   const stunPort = await freeUdpPort();

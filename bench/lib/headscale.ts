@@ -8,10 +8,9 @@ import path from 'node:path';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { freePorts, HEAD_AND_TAIL, startProcess, type Proc } from '../../test/harness/process.ts';
+import { HEADSCALE, PEERS, requirePeer } from './peers.ts';
 
 const run = promisify(execFile);
-
-export const HEADSCALE = process.env.HEADSCALE_BIN ?? path.join(process.env.GOBIN ?? path.join(process.env.HOME ?? '/root', 'go/bin'), 'headscale');
 
 export interface DerpNodeSpec {
   host: string;
@@ -95,7 +94,7 @@ function derpYaml(d: DerpNodeSpec): string {
 }
 
 export async function startHeadscale(opts: { derp?: DerpNodeSpec; logLevel?: string } = {}): Promise<Headscale> {
-  if (!fs.existsSync(HEADSCALE)) throw new Error(`no headscale binary at ${HEADSCALE}; run bench/install-peers.sh`);
+  requirePeer(PEERS.headscale);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-bench-'));
   const [port, metricsPort, grpcPort] = await freePorts(3);
   const derpFile = path.join(dir, 'derp.yaml');
