@@ -1,7 +1,7 @@
-// Memory at rest: the whole image idle after start, run exactly as the container's entrypoint runs it
-// (compile cache warmed as the image build does, then pm2-runtime start ecosystem.config.js, the pinned Node,
-// NODE_ENV=production, the embedded Redis), on loopback
-// with a fresh data dir; every process under the supervisor read from /proc after --settle seconds of idling.
+// Memory at rest: the whole image idle after start, started as the container's entrypoint starts it (compile cache
+// warmed as the image build does, then pm2-runtime start ecosystem.config.js on the pinned Node, NODE_ENV=production,
+// the embedded Redis), on loopback with a fresh data dir; every process under the supervisor read from /proc after
+// --settle seconds of idling.
 // Beside it, measured the same way here: headscale (SQLite) and Caddy reverse-proxying to it, two of the three
 // parts of the 72 MB anchor (Headscale + Caddy + a console in one container); no console for headscale is run.
 // Without headscale or Caddy installed, ours is measured and printed all the same, with a line saying what is missing.

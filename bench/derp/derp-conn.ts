@@ -27,7 +27,7 @@ export class DerpConn {
   readonly publicKey: Buffer;
   private readonly secretKey: Uint8Array;
   serverKey: Buffer = Buffer.alloc(0);
-  /** RecvPacket frames and their packet bytes since the last reset. */
+  /** RecvPacket frames and their packet bytes since the connection opened (callers take differences). */
   packets = 0;
   packetBytes = 0;
   /** Called for each received packet when set (latency probes); plain counting otherwise. */

@@ -1,8 +1,8 @@
 // Our image for a benchmark, started the way the container runs it (ecosystem.config.js) minus the supervisor:
-// the embedded Redis (services/redis/run.sh) with its own redis.conf (AOF, appendfsync always — what operators get, not the test
-// harness's throwaway Redis), then the services and the router, each a real process of the pinned Node 24 on a
-// temp HSE_DATA_DIR, on loopback. bench/memory.ts runs the real pm2-runtime instead, since there the supervisor
-// itself is part of what is measured.
+// the embedded Redis (services/redis/run.sh) with its own redis.conf (AOF, appendfsync always — what operators get,
+// not the test harness's throwaway Redis), then the services and the router together, each a real process of the
+// pinned Node 24 on a temp HSE_DATA_DIR, on loopback. bench/memory.ts runs the real pm2-runtime instead, since there
+// the supervisor itself is part of what is measured.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
