@@ -42,7 +42,10 @@ export interface Proc {
   output(): string;
   /** Waits until the output so far matches `re`; throws with the output when the process ends first or `ms` pass. */
   waitFor(re: RegExp, ms?: number): Promise<RegExpMatchArray>;
-  /** The exit status (null after a signal), once the process has exited and its output is read. */
+  /**
+   * The exit status (null after a signal) once the process has exited and its output is read, or a second after the
+   * exit when something it left behind holds the pipes open.
+   */
   exited(): Promise<number | null>;
   /** Sends `signal` (SIGTERM by default); a process still running after `killAfterMs` is killed with SIGKILL. */
   stop(signal?: NodeJS.Signals, killAfterMs?: number): Promise<number | null>;
@@ -59,7 +62,7 @@ export interface StartOptions {
   keep?: { head: number; tail: number };
 }
 
-/** What a benchmark keeps of a server's output: 64 KiB from the start and the last 256 KiB. */
+/** What to keep of a long-running server's output (StartOptions.keep): 64 KiB from the start and the last 256 KiB. */
 export const HEAD_AND_TAIL = { head: 64 * 1024, tail: 256 * 1024 };
 
 /** Starts `cmd` with `args` (no shell), output piped and kept. */
