@@ -62,12 +62,21 @@ export interface StartOptions {
   keep?: { head: number; tail: number };
 }
 
+// Children still running when this process exits — a test that failed before it stopped one, a benchmark that threw
+// — are killed then, so that nothing is left running on a shared machine. (A process killed by a signal runs no exit
+// handlers; ava ends its workers normally.)
+const running = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const child of running) child.kill('SIGKILL');
+});
+
 /** What to keep of a long-running server's output (StartOptions.keep): 64 KiB from the start and the last 256 KiB. */
 export const HEAD_AND_TAIL = { head: 64 * 1024, tail: 256 * 1024 };
 
 /** Starts `cmd` with `args` (no shell), output piped and kept. */
 export function startProcess(name: string, cmd: string, args: string[], opts: StartOptions = {}): Proc {
   const proc = spawn(cmd, args, { env: opts.env ?? process.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  running.add(proc);
   const keep = opts.keep;
   let head = '';
   let tail = '';
@@ -107,12 +116,14 @@ export function startProcess(name: string, cmd: string, args: string[], opts: St
   const exit = new Promise<number | null>((resolve) => {
     let timer: NodeJS.Timeout | undefined;
     const done = () => {
+      running.delete(proc);
       clearTimeout(timer);
       ended = true;
       resolve(proc.exitCode);
     };
     proc.once('close', done);
     proc.once('exit', () => {
+      running.delete(proc);
       timer = setTimeout(done, 1000);
     });
   });
