@@ -18,9 +18,10 @@
 import { fetchServerKey } from './load-client/dial.ts';
 import { Fleet, type EventResult } from './load-client/fleet.ts';
 import { parseArgs } from './lib/args.ts';
-import { HEADSCALE, startHeadscale } from './lib/headscale.ts';
+import { startHeadscale } from './lib/headscale.ts';
 import { startHse } from './lib/hse.ts';
-import { PeakSampler, sampleGroup, type GroupSample } from './lib/proc.ts';
+import { HEADSCALE, missingPeers, PEERS } from './lib/peers.ts';
+import { PeakSampler, sampleGroup, type GroupSample } from './lib/sampling.ts';
 import { fmtMiB, fmtMs, fmtNum, header, median, percentile, ratio, table } from './lib/report.ts';
 
 type ServerName = 'hse' | 'headscale';
@@ -52,9 +53,16 @@ const sizes = args.flag('full') ? [100, 500, 1000, 2000] : args.ints('n', [100, 
 const events = args.int('events', 10);
 const concurrency = args.int('concurrency', 64);
 const only = args.str('only', '');
-const servers: ServerName[] = only === 'hse' ? ['hse'] : only === 'headscale' ? ['headscale'] : ['hse', 'headscale'];
-
 const log = (s: string) => process.stderr.write(`[control] ${s}\n`);
+
+let servers: ServerName[] = only === 'hse' ? ['hse'] : only === 'headscale' ? ['headscale'] : ['hse', 'headscale'];
+// A missing headscale is said up front and after the table; ours is measured all the same.
+const notMeasured = servers.includes('headscale') ? missingPeers([PEERS.headscale]) : [];
+if (notMeasured.length > 0) {
+  servers = servers.filter((s) => s !== 'headscale');
+  for (const m of notMeasured) log(`${m}; ${servers.length > 0 ? 'measuring ours alone' : 'nothing to measure'}`);
+  if (servers.length === 0) process.exit(2);
+}
 
 async function startServer(name: ServerName) {
   if (name === 'hse') {
@@ -66,10 +74,6 @@ async function startServer(name: ServerName) {
 }
 
 async function runOne(name: ServerName, n: number): Promise<Run> {
-  const srv = await startServer(name);
-  let fleet: Fleet | null = null;
-  const start = sampleGroup(srv.pids);
-  const peak = new PeakSampler(srv.pids);
   const run: Run = {
     server: name,
     n,
@@ -83,12 +87,24 @@ async function runOne(name: ServerName, n: number): Promise<Run> {
     join: [],
     leave: [],
     peakRssKiB: NaN,
-    settled: start,
+    settled: { rssKiB: NaN, pssKiB: NaN, cpuSeconds: NaN, byProcess: {} },
     cpuFull: NaN,
     cpuTotal: NaN,
     clientCpuFull: NaN,
     streamsEnded: 0,
   };
+  let srv: Awaited<ReturnType<typeof startServer>>;
+  try {
+    srv = await startServer(name);
+  } catch (e) {
+    run.error = (e as Error).message;
+    log(`${name} N=${n} did not start: ${run.error}`);
+    return run;
+  }
+  let fleet: Fleet | null = null;
+  const start = sampleGroup(srv.pids);
+  run.settled = start;
+  const peak = new PeakSampler(srv.pids);
   try {
     const key = await srv.preAuthKey('bench');
     const probeKey = await srv.preAuthKey('bench', { ephemeral: true });
@@ -214,3 +230,4 @@ for (const runs of all) {
   }
 }
 process.stdout.write('\nratio < 1 is better for hse on every row except register (nodes/s), where > 1 is better.\n');
+if (notMeasured.length > 0) process.stdout.write(`headscale not measured: ${notMeasured.join('; ')}.\n`);

@@ -16,16 +16,17 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from './lib/args.ts';
 import { startHse } from './lib/hse.ts';
 import { startNginx, type Nginx } from './lib/nginx.ts';
-import { pool, sleep } from './lib/pool.ts';
-import { freePorts } from './lib/ports.ts';
-import { cpuSecondsOf, sampleGroup } from './lib/proc.ts';
+import { missingPeers, PEERS } from './lib/peers.ts';
+import { sampleGroup } from './lib/sampling.ts';
 import { fmtMiB, fmtMs, fmtNum, header, ratio, table } from './lib/report.ts';
-import { startServer } from './lib/spawn.ts';
 import { wrk, type WrkResult } from './router/wrk.ts';
-import { NODE, ROOT } from '../test/harness/process.ts';
+import { pool } from '../test/harness/pool.ts';
+import { cpuSecondsOf } from '../test/harness/proc.ts';
+import { freePorts, HEAD_AND_TAIL, NODE, ROOT, startProcess } from '../test/harness/process.ts';
 
 const args = parseArgs(process.argv.slice(2));
 const seconds = args.int('seconds', 10);
@@ -114,6 +115,14 @@ async function pollMemory(name: string, port: number, pids: () => Record<string,
   return { perPollKiB: (after - before) / polls, before, after };
 }
 
+// nginx is the upstream as well as a proxy measured, and wrk makes the load: without either there is nothing to show.
+const missing = missingPeers([PEERS.nginx, PEERS.wrk]);
+if (missing.length > 0) {
+  for (const m of missing) log(m);
+  log('nothing measured');
+  process.exit(2);
+}
+
 process.stdout.write(header('Router: hse router vs nginx', { nginx: ['nginx', ['-v']], wrk: ['wrk', ['--version']] }));
 
 const hse = await startHse({ processes: ['router'] });
@@ -149,9 +158,9 @@ try {
   upstream = null;
   await nginx1.stop();
   nginx1 = null;
-  const holder = startServer('long-poll-holder', NODE, [path.join(ROOT, 'bench/router/long-poll-holder.ts'), socket]);
+  const holder = startProcess('long-poll-holder', NODE, [path.join(ROOT, 'bench/router/long-poll-holder.ts'), socket], { keep: HEAD_AND_TAIL });
   try {
-    await holder.waitFor(/listening/);
+    await holder.waitFor(/listening/, 30_000);
     routerPolls = await pollMemory('hse router', hse.port, () => ({ router: hse.servers.router!.pid }));
     nginxPolls = await pollMemory('nginx (auto workers)', ngPort, () => nginxAuto!.pids());
   } finally {

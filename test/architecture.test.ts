@@ -1,5 +1,6 @@
 // The import rules of docs/architecture.md ("Who may import whom"), checked over the source tree: shared/ imports no
-// service, no service imports another, and inside coordination each layer imports only the layers below it.
+// service, no service imports another, and inside coordination each layer imports only the layers below it; and the
+// benchmarks' load client loads no code of the coordination service.
 import fs from 'node:fs';
 import path from 'node:path';
 import test from 'ava';
@@ -78,6 +79,30 @@ test('every import in shared/, router/ and services/ follows the rules of docs/a
   t.deepEqual(broken, []);
 });
 
+/** Every project file `files` load, directly or through other project files. */
+function loadedBy(files: string[]): Set<string> {
+  const seen = new Set<string>();
+  const queue = [...files];
+  while (queue.length > 0) {
+    const f = queue.pop()!;
+    if (seen.has(f) || f.includes('node_modules')) continue;
+    seen.add(f);
+    queue.push(...imports(f));
+  }
+  return seen;
+}
+
+test("the bench's load client is its own implementation of the protocol: nothing it loads comes from the coordination service", (t) => {
+  const files = sources('bench/load-client');
+  t.true(files.length > 5, 'the load client was read');
+  const loaded = loadedBy(files);
+  t.true(loaded.has('bench/load-client/noise-handshake.ts'));
+  t.deepEqual(
+    [...loaded].filter((f) => f.startsWith('services/coordination/')),
+    [],
+  );
+});
+
 test('the rule checker itself refuses what the rules forbid', (t) => {
   t.false(allowed('services/coordination/src/map/map-builder.ts', 'services/coordination/src/control/map-hub.ts'));
   t.false(allowed('services/coordination/src/noise/conn.ts', 'services/coordination/src/control/h2-server.ts'));
@@ -85,4 +110,6 @@ test('the rule checker itself refuses what the rules forbid', (t) => {
   t.false(allowed('services/console/src/app.ts', 'services/coordination/src/state/store.ts'));
   t.false(allowed('router/src/router.ts', 'services/relay/src/http.ts'));
   t.true(allowed('services/coordination/src/control/register.ts', 'services/coordination/src/state/store.ts'));
+  // The transitive walk sees through a harness file to what it loads.
+  t.true(loadedBy(['test/harness/control-client.ts']).has('services/coordination/src/noise/x25519.ts'));
 });

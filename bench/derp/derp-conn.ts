@@ -1,39 +1,24 @@
 // A lean DERP client for load: as few copies per packet as possible, so that the relay under test, not the client,
-// is what runs out of CPU. Speaks the protocol as tailscale's derp client does (derp/derp_client.go):
+// is what runs out of CPU. Speaks the protocol as tailscale's derp client does (derp/derp_client.go); the frame
+// types, magic and lengths are the relay's own (services/relay/src/frames.ts), the connection logic is this file's:
 //
 //   GET /derp HTTP/1.1, Upgrade: DERP, Connection: Upgrade      → 101 Switching Protocols
 //   frames: type u8 | length u32 BE | payload
-//   <- ServerKey  0x01  magic "DERP🔑" (8) | server public key 32
-//   -> ClientInfo 0x02  client public key 32 | nonce 24 | NaCl box(JSON {"version":2,"CanAckPings":true})
-//   <- ServerInfo 0x03  nonce 24 | box(JSON)
-//   -> SendPacket 0x04  destination key 32 | packet        <- RecvPacket 0x05  source key 32 | packet
-//   <- KeepAlive 0x06; <- Ping 0x12 (8 bytes) answered -> Pong 0x13 with the same 8 bytes
+//   <- ServerKey   magic "DERP🔑" (8) | server public key 32
+//   -> ClientInfo  client public key 32 | nonce 24 | NaCl box(JSON {"version":2,"CanAckPings":true})
+//   <- ServerInfo  nonce 24 | box(JSON)
+//   -> SendPacket  destination key 32 | packet        <- RecvPacket  source key 32 | packet
+//   <- Ping (8 bytes) answered -> Pong with the same 8 bytes; every other frame (KeepAlive, ...) is read and dropped
 import crypto from 'node:crypto';
 import net from 'node:net';
 import nacl from 'tweetnacl';
-
-export const FRAME_SERVER_KEY = 0x01;
-export const FRAME_CLIENT_INFO = 0x02;
-export const FRAME_SERVER_INFO = 0x03;
-export const FRAME_SEND_PACKET = 0x04;
-export const FRAME_RECV_PACKET = 0x05;
-export const FRAME_PING = 0x12;
-export const FRAME_PONG = 0x13;
-const MAGIC = Buffer.from('DERP🔑', 'utf8');
+import { encodeFrame, FRAME_HEADER_LEN, FrameType, KEY_LEN, MAGIC, NONCE_LEN, PROTOCOL_VERSION } from '../../services/relay/src/frames.ts';
 
 export type DerpTarget = { host: string; port: number } | { socketPath: string };
 
-export function frame(type: number, payload: Uint8Array): Buffer {
-  const b = Buffer.allocUnsafe(5 + payload.length);
-  b[0] = type;
-  b.writeUInt32BE(payload.length, 1);
-  b.set(payload, 5);
-  return b;
-}
-
 /** `count` SendPacket frames of `packet` to `dst`, back to back, to be written again and again without rebuilding. */
 export function sendBurst(dst: Uint8Array, packet: Uint8Array, count: number): Buffer {
-  const one = frame(FRAME_SEND_PACKET, Buffer.concat([dst, packet]));
+  const one = encodeFrame(FrameType.SendPacket, dst, packet);
   return Buffer.concat(Array.from({ length: count }, () => one));
 }
 
@@ -42,7 +27,7 @@ export class DerpConn {
   readonly publicKey: Buffer;
   private readonly secretKey: Uint8Array;
   serverKey: Buffer = Buffer.alloc(0);
-  /** RecvPacket frames and their packet bytes since the last reset. */
+  /** RecvPacket frames and their packet bytes since the connection opened (callers take differences). */
   packets = 0;
   packetBytes = 0;
   /** Called for each received packet when set (latency probes); plain counting otherwise. */
@@ -85,16 +70,16 @@ export class DerpConn {
         socket.once('close', () => reject(new Error('closed during the DERP upgrade')));
       });
       socket.on('data', (d: Buffer) => c.onData(d));
-      const keyFrame = c.next(FRAME_SERVER_KEY);
+      const keyFrame = c.next(FrameType.ServerKey);
       if (rest.length > 0) c.onData(rest);
       const k = await keyFrame;
-      if (!k.subarray(0, 8).equals(MAGIC)) throw new Error('the first DERP frame is not a server key');
-      c.serverKey = Buffer.from(k.subarray(8, 40));
-      const nonce = crypto.randomBytes(24);
-      const info = Buffer.from(JSON.stringify({ version: 2, CanAckPings: true }));
+      if (!k.subarray(0, MAGIC.length).equals(MAGIC)) throw new Error('the first DERP frame is not a server key');
+      c.serverKey = Buffer.from(k.subarray(MAGIC.length, MAGIC.length + KEY_LEN));
+      const nonce = crypto.randomBytes(NONCE_LEN);
+      const info = Buffer.from(JSON.stringify({ version: PROTOCOL_VERSION, CanAckPings: true }));
       const sealed = nacl.box(info, nonce, c.serverKey, c.secretKey);
-      const serverInfo = c.next(FRAME_SERVER_INFO);
-      socket.write(frame(FRAME_CLIENT_INFO, Buffer.concat([c.publicKey, nonce, sealed])));
+      const serverInfo = c.next(FrameType.ServerInfo);
+      socket.write(encodeFrame(FrameType.ClientInfo, c.publicKey, nonce, sealed));
       await serverInfo;
       return c;
     } catch (e) {
@@ -113,18 +98,18 @@ export class DerpConn {
     const b = this.buf.length === 0 ? d : Buffer.concat([this.buf, d]);
     let off = 0;
     const before = this.packets;
-    while (b.length - off >= 5) {
+    while (b.length - off >= FRAME_HEADER_LEN) {
       const type = b[off];
       const len = b.readUInt32BE(off + 1);
-      if (b.length - off - 5 < len) break;
-      const start = off + 5;
+      if (b.length - off - FRAME_HEADER_LEN < len) break;
+      const start = off + FRAME_HEADER_LEN;
       off = start + len;
-      if (type === FRAME_RECV_PACKET) {
+      if (type === FrameType.RecvPacket) {
         this.packets++;
-        this.packetBytes += len - 32;
-        if (this.onPacket) this.onPacket(b.subarray(start, start + 32), b.subarray(start + 32, off));
-      } else if (type === FRAME_PING) {
-        this.socket.write(frame(FRAME_PONG, b.subarray(start, off)));
+        this.packetBytes += len - KEY_LEN;
+        if (this.onPacket) this.onPacket(b.subarray(start, start + KEY_LEN), b.subarray(start + KEY_LEN, off));
+      } else if (type === FrameType.Ping) {
+        this.socket.write(encodeFrame(FrameType.Pong, b.subarray(start, start + 8)));
       } else if (this.waiting && this.waiting.type === type) {
         const w = this.waiting;
         this.waiting = null;
@@ -136,7 +121,7 @@ export class DerpConn {
   }
 
   send(dst: Uint8Array, packet: Uint8Array): boolean {
-    return this.socket.write(frame(FRAME_SEND_PACKET, Buffer.concat([dst, packet])));
+    return this.socket.write(encodeFrame(FrameType.SendPacket, dst, packet));
   }
 
   close(): void {

@@ -1,4 +1,7 @@
-// Benchmark command lines: --name=value or --name value, and bare --flag for booleans.
+// Benchmark command lines: --name=value or --name value, and bare --flag for booleans. --help (or -h) prints the
+// script's opening comment, which is where each benchmark says what it measures and which options it takes.
+import fs from 'node:fs';
+
 export interface Args {
   str(name: string, dflt: string): string;
   int(name: string, dflt: number): number;
@@ -7,7 +10,22 @@ export interface Args {
   flag(name: string): boolean;
 }
 
+function printUsage(): void {
+  const lines = fs.readFileSync(process.argv[1], 'utf8').split('\n');
+  const end = lines.findIndex((l) => !l.startsWith('//'));
+  process.stdout.write(
+    `${lines
+      .slice(0, end === -1 ? lines.length : end)
+      .map((l) => l.replace(/^\/\/ ?/, ''))
+      .join('\n')}\n`,
+  );
+}
+
 export function parseArgs(argv: string[]): Args {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    printUsage();
+    process.exit(0);
+  }
   const values = new Map<string, string>();
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];

@@ -4,25 +4,23 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { freePort, freeUdpPort } from '../../test/harness/process.ts';
-import { startServer, type Server } from './spawn.ts';
-
-export const DERPER = process.env.DERPER_BIN ?? path.join(process.env.GOBIN ?? path.join(process.env.HOME ?? '/root', 'go/bin'), 'derper');
+import { freePort, freeUdpPort, HEAD_AND_TAIL, startProcess, type Proc } from '../../test/harness/process.ts';
+import { DERPER, PEERS, requirePeer } from './peers.ts';
 
 export interface Derper {
   port: number;
   stunPort: number;
-  server: Server;
+  server: Proc;
   pids(): Record<string, number>;
   stop(): Promise<void>;
 }
 
 export async function startDerper(): Promise<Derper> {
-  if (!fs.existsSync(DERPER)) throw new Error(`no derper binary at ${DERPER}; run bench/install-peers.sh`);
+  requirePeer(PEERS.derper);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'derper-bench-'));
   const port = await freePort();
   const stunPort = await freeUdpPort();
-  const server = startServer(
+  const server = startProcess(
     'derper',
     DERPER,
     [
@@ -38,7 +36,7 @@ export async function startDerper(): Promise<Derper> {
       'blank',
       '-verify-clients=false',
     ],
-    { env: { PATH: process.env.PATH, HOME: dir }, cwd: dir },
+    { env: { PATH: process.env.PATH, HOME: dir }, cwd: dir, keep: HEAD_AND_TAIL },
   );
   try {
     await server.waitFor(/derper: serving on/, 30_000);

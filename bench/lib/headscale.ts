@@ -5,10 +5,12 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { freePorts } from './ports.ts';
-import { runCommand, startServer, type Server } from './spawn.ts';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { freePorts, HEAD_AND_TAIL, startProcess, type Proc } from '../../test/harness/process.ts';
+import { HEADSCALE, PEERS, requirePeer } from './peers.ts';
 
-export const HEADSCALE = process.env.HEADSCALE_BIN ?? path.join(process.env.GOBIN ?? path.join(process.env.HOME ?? '/root', 'go/bin'), 'headscale');
+const run = promisify(execFile);
 
 export interface DerpNodeSpec {
   host: string;
@@ -21,7 +23,7 @@ export interface Headscale {
   url: string;
   port: number;
   dir: string;
-  server: Server;
+  server: Proc;
   pids(): Record<string, number>;
   /** Creates the user if needed and a reusable pre-auth key (valid 24 h); returns the key. */
   preAuthKey(user: string, opts?: { ephemeral?: boolean }): Promise<string>;
@@ -92,7 +94,7 @@ function derpYaml(d: DerpNodeSpec): string {
 }
 
 export async function startHeadscale(opts: { derp?: DerpNodeSpec; logLevel?: string } = {}): Promise<Headscale> {
-  if (!fs.existsSync(HEADSCALE)) throw new Error(`no headscale binary at ${HEADSCALE}; run bench/install-peers.sh`);
+  requirePeer(PEERS.headscale);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-bench-'));
   const [port, metricsPort, grpcPort] = await freePorts(3);
   const derpFile = path.join(dir, 'derp.yaml');
@@ -100,7 +102,7 @@ export async function startHeadscale(opts: { derp?: DerpNodeSpec; logLevel?: str
   const cfgFile = path.join(dir, 'config.yaml');
   fs.writeFileSync(cfgFile, configYaml({ dir, port, metricsPort, grpcPort, derpFile, logLevel: opts.logLevel ?? 'info' }));
   const env = { PATH: process.env.PATH, HOME: dir, HEADSCALE_CONFIG: cfgFile };
-  const server = startServer('headscale', HEADSCALE, ['serve'], { env, cwd: dir });
+  const server = startProcess('headscale', HEADSCALE, ['serve'], { env, cwd: dir, keep: HEAD_AND_TAIL });
   try {
     await server.waitFor(/listening and serving HTTP/, 60_000);
   } catch (e) {
@@ -108,7 +110,7 @@ export async function startHeadscale(opts: { derp?: DerpNodeSpec; logLevel?: str
     fs.rmSync(dir, { recursive: true, force: true });
     throw e;
   }
-  const cli = (...args: string[]) => runCommand(HEADSCALE, args, { env, cwd: dir });
+  const cli = async (...args: string[]) => (await run(HEADSCALE, args, { env, cwd: dir, timeout: 60_000, killSignal: 'SIGKILL' })).stdout;
   return {
     url: `http://127.0.0.1:${port}`,
     port,

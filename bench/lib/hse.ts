@@ -1,16 +1,15 @@
 // Our image for a benchmark, started the way the container runs it (ecosystem.config.js) minus the supervisor:
-// the embedded Redis (services/redis/run.sh) with its own redis.conf (AOF, appendfsync always — what operators get, not the test
-// harness's throwaway Redis), then the services and the router, each a real process of the pinned Node 24 on a
-// temp HSE_DATA_DIR, on loopback. bench/memory.ts runs the real pm2-runtime instead, since there the supervisor
-// itself is part of what is measured.
+// the embedded Redis (services/redis/run.sh) with its own redis.conf (AOF, appendfsync always — what operators get,
+// not the test harness's throwaway Redis), then the services and the router together, each a real process of the
+// pinned Node 24 on a temp HSE_DATA_DIR, on loopback. bench/memory.ts runs the real pm2-runtime instead, since there
+// the supervisor itself is part of what is measured.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { AdminClient } from '../../shared/admin-client.ts';
 import { parseConfig } from '../../shared/config.ts';
 import { adminSocket, serviceSocket, type ServiceName } from '../../shared/paths.ts';
-import { freePort, freeUdpPort, NODE, ROOT } from '../../test/harness/process.ts';
-import { startServer, type Server } from './spawn.ts';
+import { freePort, freeUdpPort, HEAD_AND_TAIL, NODE, ROOT, startProcess, type Proc } from '../../test/harness/process.ts';
 
 export type HseProcess = 'redis' | 'router' | ServiceName;
 
@@ -34,7 +33,7 @@ export interface Hse {
   stunPort: number;
   env: Record<string, string>;
   dataDir: string;
-  servers: Partial<Record<HseProcess, Server>>;
+  servers: Partial<Record<HseProcess, Proc>>;
   /** PIDs by process name ("redis-server" for the embedded Redis). */
   pids(): Record<string, number>;
   socket(service: ServiceName): string;
@@ -65,9 +64,13 @@ export async function startHse(opts: HseOptions = {}): Promise<Hse> {
     ...opts.env,
   };
   const cfg = parseConfig(env);
-  const servers: Partial<Record<HseProcess, Server>> = {};
+  const servers: Partial<Record<HseProcess, Proc>> = {};
   const start = (name: HseProcess) =>
-    (servers[name] = startServer(name, MAINS[name].endsWith('.sh') ? '/bin/sh' : NODE, [path.join(ROOT, MAINS[name])], { env, cwd: ROOT }));
+    (servers[name] = startProcess(name, MAINS[name].endsWith('.sh') ? '/bin/sh' : NODE, [path.join(ROOT, MAINS[name])], {
+      env,
+      cwd: ROOT,
+      keep: HEAD_AND_TAIL,
+    }));
   const logs = () =>
     Object.entries(servers)
       .map(([n, s]) => `----- ${n} -----\n${s!.output().slice(-6000)}`)

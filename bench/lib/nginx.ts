@@ -3,11 +3,11 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { descendantsOf } from './proc.ts';
-import { startServer, type Server } from './spawn.ts';
+import { descendantsOf } from '../../test/harness/proc.ts';
+import { HEAD_AND_TAIL, startProcess, type Proc } from '../../test/harness/process.ts';
 
 export interface Nginx {
-  server: Server;
+  server: Proc;
   /** Master and workers. */
   pids(): Record<string, number>;
   stop(): Promise<void>;
@@ -37,7 +37,7 @@ ${opts.http}
 }
 `,
   );
-  const server = startServer(`nginx-${name}`, 'nginx', ['-p', dir, '-c', conf, '-g', 'daemon off;']);
+  const server = startProcess(`nginx-${name}`, 'nginx', ['-p', dir, '-c', conf, '-g', 'daemon off;'], { keep: HEAD_AND_TAIL });
   // nginx prints nothing when it starts well; wait for the pid file and the workers.
   const deadline = Date.now() + 15_000;
   while (Date.now() < deadline && (!fs.existsSync(path.join(dir, 'nginx.pid')) || descendantsOf(server.pid).length === 0)) {

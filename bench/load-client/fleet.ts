@@ -1,6 +1,13 @@
 // Many simulated nodes in one process, one Noise connection each, and the measurements bench/control.ts makes with
 // them: how long until every node holds its full map, and how long a join or a leave takes to reach every stream.
 //
+// This folder is the load client, and it is independent of the server on purpose: its Noise IK initiator and
+// transport (noise-handshake.ts, noise-transport.ts), the /ts2021 upgrade (dial.ts) and the map-stream reader
+// (map-frames.ts) are written from the Noise spec and tailscale's sources, and nothing here imports
+// services/coordination/ (test/architecture.test.ts checks that). Sharing the server's code would prove only that
+// the server agrees with itself; a client of its own, which headscale serves too, proves the server speaks the
+// protocol and not our dialect. Do not replace it with the server's noise/ code or the tests' noise-client.ts.
+//
 // A node "has its full map" once it knows all N-1 peers: from its first map message's Peers when that list is
 // complete (the usual case), else from Peers plus the PeersChanged that follow. A join reaches a stream with the
 // first message that lists the new node's key in Peers or PeersChanged; a leave, with the first PeersRemoved holding
@@ -9,7 +16,8 @@
 // "All online": once every stream has opened, each server tells every stream that each of the other N-1 nodes is now
 // online (Online in Peers/PeersChanged, or a PeersChangedPatch) — N×(N-1) facts to deliver. The time until every
 // stream holds all of them is the cost of a whole network (re)connecting, beyond the full maps themselves.
-import { pool, sleep, until } from '../lib/pool.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { pool, until } from '../../test/harness/pool.ts';
 import { ControlNode, type ServerTarget } from './control-node.ts';
 import type { MapMessage } from './map-frames.ts';
 

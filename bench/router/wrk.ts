@@ -1,7 +1,10 @@
 // Runs wrk (Debian's package, HTTP/1.1 keep-alive load generator) and reads its summary:
 //   "Requests/sec:  12345.67", the --latency distribution ("50%  1.23ms" ... "99%  4.56ms"),
 //   "Non-2xx or 3xx responses: N", "Socket errors: connect N, read N, write N, timeout N".
-import { runCommand } from '../lib/spawn.ts';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
 
 export interface WrkResult {
   rps: number;
@@ -17,8 +20,9 @@ function toMs(v: string, unit: string): number {
 }
 
 export async function wrk(url: string, o: { connections: number; seconds: number; threads?: number }): Promise<WrkResult> {
-  const raw = await runCommand('wrk', [`-t${o.threads ?? 1}`, `-c${o.connections}`, `-d${o.seconds}s`, '--latency', url], {
-    timeoutMs: (o.seconds + 30) * 1000,
+  const { stdout: raw } = await run('wrk', [`-t${o.threads ?? 1}`, `-c${o.connections}`, `-d${o.seconds}s`, '--latency', url], {
+    timeout: (o.seconds + 30) * 1000,
+    killSignal: 'SIGKILL',
   });
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(raw)?.[1] ?? NaN);
   const pct = (p: string) => {

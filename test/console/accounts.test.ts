@@ -8,7 +8,7 @@ import path from 'node:path';
 import test from 'ava';
 import { K } from '../../shared/redis-keys.ts';
 import { runProcess } from '../harness/process.ts';
-import { Client, PASSWORD, runTool, startConsole } from './console-client.ts';
+import { Client, PASSWORD, runTool, startConsole } from '../harness/console-client.ts';
 
 const CREATED = /first console administrator created: .* password=(\S+)/g;
 

@@ -8,7 +8,7 @@ import test from 'ava';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import type { Image } from '../harness/image.ts';
 import { ROOT } from '../harness/process.ts';
-import { Client, PASSWORD, startConsole } from './console-client.ts';
+import { Client, PASSWORD, startConsole } from '../harness/console-client.ts';
 
 const ARTIFACTS = path.join(ROOT, 'test-artifacts/console');
 

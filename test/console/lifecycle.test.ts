@@ -2,7 +2,7 @@
 // next process) and exits 0; a socket file left behind by a killed process does not stop the next start.
 import test from 'ava';
 import type { Image } from '../harness/image.ts';
-import { Client, PASSWORD, startConsole } from './console-client.ts';
+import { Client, PASSWORD, startConsole } from '../harness/console-client.ts';
 
 let image: Image;
 test.before(async () => {

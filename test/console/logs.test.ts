@@ -6,7 +6,7 @@
 import test from 'ava';
 import { ActivityLog } from '../../shared/activity.ts';
 import type { Image } from '../harness/image.ts';
-import { Client, entryOf, PASSWORD, startConsole } from './console-client.ts';
+import { Client, entryOf, PASSWORD, startConsole } from '../harness/console-client.ts';
 
 interface Entry {
   id: string;

@@ -14,7 +14,7 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
 import { startImage, type Image } from '../harness/image.ts';
 import { ROOT } from '../harness/process.ts';
 import { haveTailscale, TsNode, type TsStatus } from '../harness/tailscale.ts';
-import { PASSWORD } from './console-client.ts';
+import { PASSWORD } from '../harness/console-client.ts';
 
 const ARTIFACTS = path.join(ROOT, 'test-artifacts/console');
 const DESKTOP = { viewport: { width: 1360, height: 860 } };

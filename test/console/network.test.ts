@@ -1,5 +1,5 @@
 // The console's network management through the real router, with the coordination service and Redis running, and
-// machines joining with our own control client (test/coordination/control-client.ts) so every case is quick and
+// machines joining with our own control client (test/harness/control-client.ts) so every case is quick and
 // exact: users, pre-auth keys, machines (filters, detail, rename, move, expire, delete), device approval, console
 // accounts and roles. The official Tailscale client and the browser are in network-browser.test.ts.
 // Checked here: every change is refused for an auditor with 403 and a page saying why (including every form an
@@ -10,9 +10,9 @@ import { AdminClient } from '../../shared/admin-client.ts';
 import { parseConfig } from '../../shared/config.ts';
 import { adminSocket } from '../../shared/paths.ts';
 import { K } from '../../shared/redis-keys.ts';
-import { ControlClient, serverKey, type MapStream } from '../coordination/control-client.ts';
+import { ControlClient, serverKey, type MapStream } from '../harness/control-client.ts';
 import { startImage, type Image } from '../harness/image.ts';
-import { Client, PASSWORD } from './console-client.ts';
+import { Client, PASSWORD } from '../harness/console-client.ts';
 
 let image: Image;
 let admin: Client;

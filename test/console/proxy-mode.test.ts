@@ -6,7 +6,7 @@
 // pitfall test blocks 127.0.0.1 on the untrusted image for the rest of the file.
 import test from 'ava';
 import type { Image } from '../harness/image.ts';
-import { Client, cookieAttributes, PASSWORD, startConsole } from './console-client.ts';
+import { Client, cookieAttributes, PASSWORD, startConsole } from '../harness/console-client.ts';
 
 const PUBLIC = 'https://vpn.example.test';
 

@@ -5,7 +5,7 @@
 import test from 'ava';
 import { K } from '../../shared/redis-keys.ts';
 import type { Image } from '../harness/image.ts';
-import { Client, cookieAttributes, PASSWORD, startConsole } from './console-client.ts';
+import { Client, cookieAttributes, PASSWORD, startConsole } from '../harness/console-client.ts';
 
 let image: Image;
 test.before(async () => {

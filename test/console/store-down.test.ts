@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import test from 'ava';
 import type { Image } from '../harness/image.ts';
 import { startRedis, type TestRedis } from '../harness/redis.ts';
-import { Client, PASSWORD, startConsole } from './console-client.ts';
+import { Client, PASSWORD, startConsole } from '../harness/console-client.ts';
 
 let image: Image;
 let redis: TestRedis;

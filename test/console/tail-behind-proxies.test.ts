@@ -8,7 +8,7 @@ import { createTestCA, TEST_DOMAIN, type TestCA } from '../harness/ca.ts';
 import type { Image } from '../harness/image.ts';
 import { HEARTBEAT_MS } from '../../services/console/src/activity/stream-route.ts';
 import { missingProxy, PROXY_KINDS, startProxy, type RunningProxy } from '../harness/proxies.ts';
-import { Client, entryOf, PASSWORD, startConsole } from './console-client.ts';
+import { Client, entryOf, PASSWORD, startConsole } from '../harness/console-client.ts';
 
 let ca: TestCA;
 let image: Image;

@@ -6,8 +6,8 @@ import { promisify } from 'node:util';
 import test from 'ava';
 import { startImage, type Image } from '../harness/image.ts';
 import { NODE, ROOT } from '../harness/process.ts';
-import { CAP_VERSION, dialControl } from './noise-client.ts';
-import { ControlClient, randomKey, serverKey } from './control-client.ts';
+import { CAP_VERSION, dialControl } from '../harness/noise-client.ts';
+import { ControlClient, randomKey, serverKey } from '../harness/control-client.ts';
 
 const exec = promisify(execFile);
 let image: Image;

@@ -11,7 +11,7 @@ import { FrameReader } from '../../services/coordination/src/noise/frame-reader.
 import { respondToInitiation } from '../../services/coordination/src/noise/handshake.ts';
 import { MAX_FRAME_LEN, MAX_PLAINTEXT_LEN } from '../../services/coordination/src/noise/messages.ts';
 import { generatePair } from '../../services/coordination/src/noise/x25519.ts';
-import { closed, initiate, readBytes } from './noise-client.ts';
+import { closed, initiate, readBytes } from '../harness/noise-client.ts';
 
 interface Pair {
   server: NoiseConn;

@@ -8,7 +8,7 @@ import { MIN_CAP_VERSION } from '../../services/coordination/src/tailcfg/capver.
 import { HandshakeError, INITIATION_LEN, writeError } from '../../services/coordination/src/noise/messages.ts';
 import { hash, hkdf2, PROTOCOL_NAME } from '../../services/coordination/src/noise/symmetric.ts';
 import { dh, generatePair, pairFromPrivate, privateKeyFromRaw, rawPrivateKey } from '../../services/coordination/src/noise/x25519.ts';
-import { initiate } from './noise-client.ts';
+import { initiate } from '../harness/noise-client.ts';
 
 const hex = (s: string) => Buffer.from(s, 'hex');
 

@@ -12,7 +12,7 @@ import { HandshakeError } from '../../services/coordination/src/noise/messages.t
 import { readUpgradeRequest, UpgradeRefused } from '../../services/coordination/src/noise/upgrade-request.ts';
 import { WsFrameReader, WsProtocolError } from '../../shared/websocket/frames.ts';
 import { generatePair } from '../../services/coordination/src/noise/x25519.ts';
-import { closed, dialControl, initiate, readBytes, startControlServer } from './noise-client.ts';
+import { closed, dialControl, initiate, readBytes, startControlServer } from '../harness/noise-client.ts';
 
 const chunks = fc.array(fc.uint8Array({ maxLength: 300 }), { maxLength: 20 });
 

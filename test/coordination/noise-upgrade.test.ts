@@ -10,7 +10,7 @@ import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import { websocketAccept } from '../../services/coordination/src/noise/upgrade-request.ts';
 import { generatePair } from '../../services/coordination/src/noise/x25519.ts';
-import { closed, dialControl, readBytes, startControlServer, type ControlServer, type DialResult } from './noise-client.ts';
+import { closed, dialControl, readBytes, startControlServer, type ControlServer, type DialResult } from '../harness/noise-client.ts';
 
 function ok(t: { fail(m: string): void }, r: DialResult): Extract<DialResult, { kind: 'ok' }> {
   if (r.kind !== 'ok') {

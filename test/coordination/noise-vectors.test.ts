@@ -10,7 +10,7 @@ import { sealFrames } from '../../services/coordination/src/noise/conn.ts';
 import { FrameReader } from '../../services/coordination/src/noise/frame-reader.ts';
 import { respondToInitiation } from '../../services/coordination/src/noise/handshake.ts';
 import { pairFromPrivate, privateKeyFromRaw } from '../../services/coordination/src/noise/x25519.ts';
-import { initiate } from './noise-client.ts';
+import { initiate } from '../harness/noise-client.ts';
 
 const VECTORS = {
   controlPrivate: 'privkey:e0bbfabdb0334fccffcfdb4e9e30d370089aeb5cc75172e12fec019e186c614c',

@@ -16,7 +16,7 @@ import {
   writeWsFrame,
   type WsFrame,
 } from '../../shared/websocket/frames.ts';
-import { closed, readBytes } from './noise-client.ts';
+import { closed, readBytes } from '../harness/noise-client.ts';
 
 const MASK = Buffer.from('a1b2c3d4', 'hex');
 

@@ -10,7 +10,7 @@ import { K } from '../../shared/redis-keys.ts';
 import { candidateV4 } from '../../services/coordination/src/state/ip-alloc.ts';
 import { startImage, type Image } from '../harness/image.ts';
 import { NODE, ROOT } from '../harness/process.ts';
-import { ControlClient, serverKey } from './control-client.ts';
+import { ControlClient, serverKey } from '../harness/control-client.ts';
 
 const exec = promisify(execFile);
 let image: Image;

@@ -15,13 +15,10 @@ import http from 'node:http';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { createTestCA, type TestCA } from './ca.ts';
-import { freePort } from './process.ts';
+import { freePorts, GOBIN, HEAD_AND_TAIL, startProcess, type Proc } from './process.ts';
 
 export const PEBBLE_VERSION = 'v2.10.1';
-const GOBIN = process.env.HSE_TEST_GOBIN ?? path.join(process.env.GOPATH ?? path.join(os.homedir(), 'go'), 'bin');
 export const PEBBLE = path.join(GOBIN, 'pebble');
 export const CHALLTESTSRV = path.join(GOBIN, 'pebble-challtestsrv');
 
@@ -53,23 +50,6 @@ export interface Pebble {
   stop(): Promise<void>;
 }
 
-function run(bin: string, args: string[], env: Record<string, string>, sink: (s: string) => void): ChildProcess {
-  const p = spawn(bin, args, { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  p.stdout!.on('data', (d: Buffer) => sink(d.toString()));
-  p.stderr!.on('data', (d: Buffer) => sink(d.toString()));
-  return p;
-}
-
-async function waitForText(get: () => string, re: RegExp, what: string, proc: ChildProcess, ms = 20_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (re.test(get())) return;
-    if (proc.exitCode !== null) break;
-    await sleep(50);
-  }
-  throw new Error(`${what} did not start (${re}):\n${get()}`);
-}
-
 function request(url: string, ca: string, body?: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const req = https.request(url, { method: body === undefined ? 'GET' : 'POST', ca, agent: false }, (res) => {
@@ -83,30 +63,21 @@ function request(url: string, ca: string, body?: string): Promise<{ status: numb
   });
 }
 
-async function stopProc(p: ChildProcess): Promise<void> {
-  if (p.exitCode !== null || p.signalCode !== null) return;
-  p.kill('SIGTERM');
-  const exited = new Promise((r) => p.once('exit', r));
-  const timer = setTimeout(() => p.kill('SIGKILL'), 5000);
-  await exited;
-  clearTimeout(timer);
-}
-
 export async function startPebble(opts: PebbleOptions): Promise<Pebble> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hse-pebble-'));
   let ca: TestCA | null = null;
-  const procs: ChildProcess[] = [];
-  let out = '';
-  const sink = (s: string) => {
-    out += s;
-    if (out.length > 1_000_000) out = out.slice(-500_000);
+  const procs: Proc[] = [];
+  const options = (env: Record<string, string> = {}) => ({ env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env }, keep: HEAD_AND_TAIL });
+  const stopAll = async () => {
+    for (const p of [...procs].reverse()) await p.stop('SIGTERM', 5000);
   };
   try {
     ca = await createTestCA();
-    const [api, mgmt, dnsPort, dnsMgmt] = [await freePort(), await freePort(), await freePort(), await freePort()];
+    const [api, mgmt, dnsPort, dnsMgmt] = await freePorts(4);
     // challtestsrv: DNS and its management API only (no challenge servers of its own: the router answers HTTP-01).
     // No default addresses, so a name resolves only after addA().
-    const chall = run(
+    const chall = startProcess(
+      'pebble-challtestsrv',
       CHALLTESTSRV,
       [
         '-http01',
@@ -126,11 +97,10 @@ export async function startPebble(opts: PebbleOptions): Promise<Pebble> {
         '-defaultIPv6',
         '',
       ],
-      {},
-      (s) => sink(`[challtestsrv] ${s}`),
+      options(),
     );
     procs.push(chall);
-    await waitForText(() => out, /Starting management server/, 'pebble-challtestsrv', chall);
+    await chall.waitFor(/Starting management server/, 20_000);
     const validity = opts.validitySeconds ?? 90 * 86_400;
     const config = {
       pebble: {
@@ -149,18 +119,18 @@ export async function startPebble(opts: PebbleOptions): Promise<Pebble> {
     };
     const configFile = path.join(dir, 'pebble.json');
     fs.writeFileSync(configFile, JSON.stringify(config, null, 2));
-    const pebble = run(
+    const pebble = startProcess(
+      'pebble',
       PEBBLE,
       ['-config', configFile, '-dnsserver', `127.0.0.1:${dnsPort}`],
-      {
+      options({
         PEBBLE_VA_NOSLEEP: '1',
         PEBBLE_WFE_NONCEREJECT: '0',
         PEBBLE_AUTHZREUSE: '0',
-      },
-      (s) => sink(`[pebble] ${s}`),
+      }),
     );
     procs.push(pebble);
-    await waitForText(() => out, /ACME directory available/, 'pebble', pebble);
+    await pebble.waitFor(/ACME directory available/, 20_000);
     const caPem = ca.caPem;
     const caFile = ca.caFile;
     return {
@@ -182,15 +152,15 @@ export async function startPebble(opts: PebbleOptions): Promise<Pebble> {
         });
         if (status !== 200) throw new Error(`challtestsrv /add-a answered ${status}`);
       },
-      output: () => out,
+      output: () => procs.map((p) => `----- ${p.name} -----\n${p.output()}`).join('\n'),
       async stop() {
-        for (const p of procs.reverse()) await stopProc(p);
+        await stopAll();
         ca?.remove();
         fs.rmSync(dir, { recursive: true, force: true });
       },
     };
   } catch (e) {
-    for (const p of procs.reverse()) await stopProc(p);
+    await stopAll();
     ca?.remove();
     fs.rmSync(dir, { recursive: true, force: true });
     throw e;

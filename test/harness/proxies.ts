@@ -9,7 +9,7 @@
 //           for the fields in advanced/proxy/npm/proxy-host.json plus the Advanced block advanced.conf.
 // Every substitution checks that its pattern is in the example, so an edited example cannot silently drift away
 // from what is tested.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import https from 'node:https';
 import net from 'node:net';
@@ -18,29 +18,12 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { TestCA } from './ca.ts';
 import { renderNpmProxyHost, type NpmProxyHost } from '../proxy/npm-template.ts';
-import { freePort, ROOT } from './process.ts';
+import { findBinary, freePort, HEAD_AND_TAIL, ROOT, startProcess, type Proc } from './process.ts';
 
 export type ProxyKind = 'nginx' | 'caddy' | 'traefik' | 'npm';
 export const PROXY_KINDS: ProxyKind[] = ['nginx', 'caddy', 'traefik', 'npm'];
 
 export const EXAMPLES = path.join(ROOT, 'advanced/proxy');
-const GOBIN = process.env.HSE_TEST_GOBIN ?? path.join(process.env.GOPATH ?? path.join(os.homedir(), 'go'), 'bin');
-
-/** Finds an executable on PATH, in /usr/sbin (nginx, for non-root PATHs) or in the Go bin directory. */
-export function findBinary(name: string): string | null {
-  const dirs = [...(process.env.PATH ?? '').split(':'), '/usr/sbin', '/usr/local/sbin', GOBIN];
-  for (const d of dirs) {
-    if (!d) continue;
-    const p = path.join(d, name);
-    try {
-      fs.accessSync(p, fs.constants.X_OK);
-      return p;
-    } catch {
-      // not here
-    }
-  }
-  return null;
-}
 
 const BINARY: Record<ProxyKind, string> = { nginx: 'nginx', caddy: 'caddy', traefik: 'traefik', npm: 'nginx' };
 const INSTALL: Record<ProxyKind, string> = {
@@ -233,25 +216,8 @@ export function npmProxyHost(opts: ProxyOptions): NpmProxyHost {
 // ---------------------------------------------------------------------------------------------------------------
 // Running them
 
-interface Spawned {
-  proc: ChildProcess;
-  output(): string;
-}
-
-function start(cmd: string, args: string[], env: Record<string, string>, cwd: string): Spawned {
-  const proc = spawn(cmd, args, { cwd, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  const keep = (d: Buffer) => {
-    out += d.toString();
-    if (out.length > 1_000_000) out = out.slice(-500_000);
-  };
-  proc.stdout!.on('data', keep);
-  proc.stderr!.on('data', keep);
-  return { proc, output: () => out };
-}
-
 /** Waits until something accepts TCP connections on 127.0.0.1:port, failing early if the process exits. */
-async function waitListening(s: Spawned, port: number, what: string, ms = 30_000): Promise<void> {
+async function waitListening(s: Proc, port: number, what: string, ms = 30_000): Promise<void> {
   const deadline = Date.now() + ms;
   while (Date.now() < deadline) {
     if (s.proc.exitCode !== null || s.proc.signalCode !== null) break;
@@ -274,7 +240,7 @@ async function waitListening(s: Spawned, port: number, what: string, ms = 30_000
  * certificate, and meanwhile answers with its own default certificate or its own 404. Waits until a request through
  * the proxy completes a handshake with the test CA's certificate and is not answered by Traefik itself.
  */
-async function waitServing(s: Spawned, port: number, kind: ProxyKind, hostHeader: string, ca: TestCA, ms = 30_000): Promise<void> {
+async function waitServing(s: Proc, port: number, kind: ProxyKind, hostHeader: string, ca: TestCA, ms = 30_000): Promise<void> {
   const deadline = Date.now() + ms;
   let last = '';
   while (Date.now() < deadline) {
@@ -373,15 +339,10 @@ export async function startProxy(kind: ProxyKind, opts: ProxyOptions): Promise<R
 
 async function startProxyOnce(kind: ProxyKind, opts: ProxyOptions): Promise<RunningProxy> {
   const p = await prepareProxy(kind, opts);
-  const s = start(p.cmd, p.args, p.env, p.dir);
+  const s = startProcess(kind, p.cmd, p.args, { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...p.env }, cwd: p.dir, keep: HEAD_AND_TAIL });
   const stop = async () => {
-    if (s.proc.exitCode === null && s.proc.signalCode === null) {
-      const exited = new Promise((r) => s.proc.once('exit', r));
-      // nginx: SIGQUIT is the graceful stop; SIGTERM is the fast one, which is what a test wants.
-      s.proc.kill('SIGTERM');
-      await Promise.race([exited, sleep(5000)]);
-      if (s.proc.exitCode === null && s.proc.signalCode === null) s.proc.kill('SIGKILL');
-    }
+    // nginx: SIGQUIT is the graceful stop; SIGTERM is the fast one, which is what a test wants.
+    await s.stop('SIGTERM', 5000);
     fs.rmSync(p.dir, { recursive: true, force: true });
   };
   const host = opts.domain.includes(':') ? `[${opts.domain}]` : opts.domain;

@@ -2,17 +2,17 @@
 // test peer: userspace networking (no TUN, no root routes), its own state and socket directory, several per machine.
 // Environment knobs keep it on loopback: relay-only paths (no direct UDP to the machine's other addresses), no port
 // mapping probes to the LAN gateway, no log uploads.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
+import { GOBIN, startProcess, type Proc } from './process.ts';
 
 const run = promisify(execFile);
 
 export const TS_VERSION = '1.102.3';
-const GOBIN = process.env.HSE_TEST_GOBIN ?? path.join(process.env.GOPATH ?? path.join(os.homedir(), 'go'), 'bin');
 export const TAILSCALED = process.env.HSE_TAILSCALED ?? path.join(GOBIN, 'tailscaled');
 export const TAILSCALE = process.env.HSE_TAILSCALE ?? path.join(GOBIN, 'tailscale');
 
@@ -45,8 +45,7 @@ export class TsNode {
   readonly name: string;
   readonly dir: string;
   readonly socket: string;
-  private proc: ChildProcess | null = null;
-  private log = '';
+  private proc: Proc | null = null;
   private readonly env: Record<string, string>;
 
   constructor(opts: TsNodeOptions) {
@@ -64,19 +63,20 @@ export class TsNode {
   }
 
   async start(): Promise<void> {
-    this.proc = spawn(
+    this.proc = startProcess(
+      `tailscaled ${this.name}`,
       TAILSCALED,
       ['--tun=userspace-networking', `--statedir=${path.join(this.dir, 'state')}`, `--socket=${this.socket}`, '--port=0', '--no-logs-no-support'],
-      { env: this.env, stdio: ['ignore', 'pipe', 'pipe'] },
+      // A test reads the log whole (e.g. to check that some error never appeared), so keep a lot of it.
+      { env: this.env, keep: { head: 1_000_000, tail: 1_000_000 } },
     );
-    const keep = (d: Buffer) => {
-      this.log += d.toString();
-      if (this.log.length > 2_000_000) this.log = this.log.slice(-1_000_000);
-    };
-    this.proc.stdout!.on('data', keep);
-    this.proc.stderr!.on('data', keep);
     for (let i = 0; i < 200 && !fs.existsSync(this.socket); i++) await sleep(50);
     if (!fs.existsSync(this.socket)) throw new Error(`tailscaled ${this.name} did not start:\n${this.log}`);
+  }
+
+  /** What tailscaled has logged. */
+  private get log(): string {
+    return this.proc?.output() ?? '';
   }
 
   output(): string {
@@ -94,25 +94,19 @@ export class TsNode {
 
   /** Starts an interactive `tailscale up` and resolves with the login URL it prints. */
   async upInteractive(loginServer: string): Promise<{ url: string; done: Promise<number | null> }> {
-    const p = spawn(
+    const p = startProcess(
+      'tailscale up',
       TAILSCALE,
       [`--socket=${this.socket}`, 'up', `--login-server=${loginServer}`, `--hostname=${this.name}`, '--accept-dns=false', '--timeout=120s'],
-      {
-        env: this.env,
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
+      { env: this.env },
     );
-    let out = '';
-    p.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-    p.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-    const done = new Promise<number | null>((r) => p.once('exit', (c) => r(c)));
-    for (let i = 0; i < 600; i++) {
-      const m = /(https?:\/\/\S+\/console\/register\/\S+)/.exec(out);
-      if (m) return { url: m[1], done };
-      await sleep(100);
+    try {
+      const m = await p.waitFor(/(https?:\/\/\S+\/console\/register\/\S+)/, 60_000);
+      return { url: m[1], done: p.exited() };
+    } catch (e) {
+      p.proc.kill();
+      throw new Error(`tailscale up printed no login URL: ${(e as Error).message}\n--- tailscaled ---\n${this.log.slice(-5000)}`);
     }
-    p.kill();
-    throw new Error(`tailscale up printed no login URL:\n${out}\n--- tailscaled ---\n${this.log.slice(-5000)}`);
   }
 
   async status(): Promise<TsStatus> {
@@ -143,11 +137,7 @@ export class TsNode {
   }
 
   async stop(): Promise<void> {
-    if (this.proc && this.proc.exitCode === null) {
-      this.proc.kill('SIGTERM');
-      await Promise.race([new Promise((r) => this.proc!.once('exit', r)), sleep(5000)]);
-      if (this.proc.exitCode === null) this.proc.kill('SIGKILL');
-    }
+    await this.proc?.stop('SIGTERM', 5000);
   }
 
   async destroy(): Promise<void> {

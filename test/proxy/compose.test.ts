@@ -8,8 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import test from 'ava';
-import { ROOT } from '../harness/process.ts';
-import { findBinary } from '../harness/proxies.ts';
+import { findBinary, ROOT } from '../harness/process.ts';
 
 const run = promisify(execFile);
 const COMPOSE = findBinary('docker-compose');

@@ -10,8 +10,8 @@ import { promisify } from 'node:util';
 import test from 'ava';
 import { createTestCA, TEST_DOMAIN, type TestCA } from '../harness/ca.ts';
 import { startImage, type Image } from '../harness/image.ts';
-import { freePort, ROOT } from '../harness/process.ts';
-import { findBinary, missingProxy, startProxy, substitute, type RunningProxy } from '../harness/proxies.ts';
+import { findBinary, freePort, ROOT } from '../harness/process.ts';
+import { missingProxy, startProxy, substitute, type RunningProxy } from '../harness/proxies.ts';
 import { waitProxied } from './https-client.ts';
 
 const run = promisify(execFile);

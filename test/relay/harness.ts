@@ -1,6 +1,5 @@
 // The relay as a real process for tests: its own data dir, a real redis-server (or none, for an open relay), a free
 // UDP port for STUN on loopback only. Plus helpers to register node keys the way the coordination service does.
-import dgram from 'node:dgram';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -9,7 +8,7 @@ import { formatKey } from '../../shared/keys.ts';
 import { K } from '../../shared/redis-keys.ts';
 import { DerpClient, type DerpClientOptions } from '../../services/relay/src/derp-client.ts';
 import { newPrivateKey, publicKeyOf } from '../../services/relay/src/nacl-box.ts';
-import { runProcess, type Proc } from '../harness/process.ts';
+import { freeUdpPort, runProcess, type Proc } from '../harness/process.ts';
 import type { TestRedis } from '../harness/redis.ts';
 
 export interface TestRelay {
@@ -21,30 +20,6 @@ export interface TestRelay {
   stop(): Promise<void>;
 }
 
-function bindUdp(type: 'udp4' | 'udp6', address: string, port: number): Promise<dgram.Socket | null> {
-  return new Promise((resolve) => {
-    const s = dgram.createSocket({ type, ipv6Only: type === 'udp6' });
-    s.once('error', () => resolve(null));
-    s.bind(port, address, () => resolve(s));
-  });
-}
-
-/** A UDP port free on both 127.0.0.1 and ::1 (bound then released). */
-export async function freeUdpPort(): Promise<number> {
-  for (let i = 0; i < 20; i++) {
-    const v4 = await bindUdp('udp4', '127.0.0.1', 0);
-    if (!v4) continue;
-    const port = v4.address().port;
-    const v6 = await bindUdp('udp6', '::1', port);
-    v4.close();
-    if (v6) {
-      v6.close();
-      return port;
-    }
-  }
-  throw new Error('no UDP port free on both 127.0.0.1 and ::1');
-}
-
 export interface RelayOptions {
   env?: Record<string, string>;
   /** Reuse a data dir (to restart a relay); it is then left in place on stop(). */
@@ -54,7 +29,7 @@ export interface RelayOptions {
 export async function startRelay(redis: TestRedis | null, o: RelayOptions = {}): Promise<TestRelay> {
   const ownDir = o.dataDir === undefined;
   const dataDir = o.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'hse-relay-'));
-  const stunPort = await freeUdpPort();
+  const stunPort = await freeUdpPort(['127.0.0.1', '::1']);
   const proc = runProcess('services/relay/src/main.ts', {
     HSE_DATA_DIR: dataDir,
     HSE_STUN_PORT: String(stunPort),

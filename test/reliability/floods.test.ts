@@ -8,9 +8,9 @@ import test from 'ava';
 import type { Redis } from 'ioredis';
 import { AdminClient } from '../../shared/admin-client.ts';
 import { DerpClient } from '../../services/relay/src/derp-client.ts';
-import { Client } from '../console/console-client.ts';
-import { serverKey } from '../coordination/control-client.ts';
-import { CAP_VERSION } from '../coordination/noise-client.ts';
+import { Client } from '../harness/console-client.ts';
+import { serverKey } from '../harness/control-client.ts';
+import { CAP_VERSION } from '../harness/noise-client.ts';
 import { startImage, type Image } from '../harness/image.ts';
 import {
   derpBlast,

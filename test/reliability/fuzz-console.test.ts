@@ -4,7 +4,7 @@
 // console keeps serving the signed-in administrator and the sign-in page afterwards.
 import test from 'ava';
 import fc from 'fast-check';
-import { Client } from '../console/console-client.ts';
+import { Client } from '../harness/console-client.ts';
 import { batches } from './lib/fuzz-batches.ts';
 import { startImage, type Image } from '../harness/image.ts';
 import { CONSOLE_PASSWORD } from './lib/supervised-image.ts';

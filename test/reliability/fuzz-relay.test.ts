@@ -12,7 +12,7 @@ import { AdminClient } from '../../shared/admin-client.ts';
 import { DerpClient } from '../../services/relay/src/derp-client.ts';
 import { encodeFrame, FrameType } from '../../services/relay/src/frames.ts';
 import { bindingRequest, parseBindingRequest, parseBindingResponse } from '../../services/relay/src/stun.ts';
-import { serverKey } from '../coordination/control-client.ts';
+import { serverKey } from '../harness/control-client.ts';
 import { batches, FUZZ_BATCHES } from './lib/fuzz-batches.ts';
 import { startImage, type Image } from '../harness/image.ts';
 import { SimNode } from './lib/sim-node.ts';

@@ -3,7 +3,7 @@
 // cookie flags on plain http and behind an https public URL, and the Content-Security-Policy on every kind of
 // response — with pages that would actually work under it (no inline script, handlers or style attributes).
 import test from 'ava';
-import { Client, cookieAttributes } from '../console/console-client.ts';
+import { Client, cookieAttributes } from '../harness/console-client.ts';
 import { startImage, type Image } from '../harness/image.ts';
 import { CONSOLE_PASSWORD } from './lib/supervised-image.ts';
 

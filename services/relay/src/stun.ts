@@ -11,10 +11,10 @@
 import ipaddr from 'ipaddr.js';
 import zlib from 'node:zlib';
 
-const HEADER_LEN = 20;
+export const HEADER_LEN = 20;
 const BINDING_REQUEST = 0x0001;
-const BINDING_SUCCESS = 0x0101;
-const MAGIC_COOKIE = Buffer.from([0x21, 0x12, 0xa4, 0x42]);
+export const BINDING_SUCCESS = 0x0101;
+export const MAGIC_COOKIE = Buffer.from([0x21, 0x12, 0xa4, 0x42]);
 const ATTR_XOR_MAPPED_ADDRESS = 0x0020;
 const ATTR_XOR_MAPPED_ADDRESS_ALT = 0x8020;
 const ATTR_MAPPED_ADDRESS = 0x0001;

@@ -1,6 +1,7 @@
 // A fleet of simulated nodes (sim-node.ts): join them with bounded concurrency, then wait for conditions over all of
 // them and measure how long they took — the figures of the crash and restart tests.
 import { setTimeout as sleep } from 'node:timers/promises';
+import { pool, until } from '../../harness/pool.ts';
 import { SimNode } from './sim-node.ts';
 
 export interface FleetOptions {
@@ -15,28 +16,10 @@ export interface FleetOptions {
   maxBackoffMs?: number;
 }
 
-/** Runs `f` over `items` with at most `n` at a time. */
-export async function pool<T, R>(items: T[], n: number, f: (x: T, i: number) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await f(items[i], i);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(n, items.length) }, worker));
-  return out;
-}
-
 /** Polls `cond` every 50 ms until it is true; returns the time it first held, or throws with `what()` at the deadline. */
 export async function waitUntil(cond: () => boolean, what: () => string, timeoutMs: number): Promise<number> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (cond()) return Date.now();
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what()}`);
-    await sleep(50);
-  }
+  if (!(await until(cond, timeoutMs, 50))) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what()}`);
+  return Date.now();
 }
 
 export class Fleet {

@@ -2,7 +2,7 @@
 // key, a fleet of simulated nodes on their map streams, and two of them also connected to the relay. The ava tests use
 // a small fleet; run-faults.ts scenarios a few hundred nodes (plus official clients, which they add themselves).
 import type { Redis } from 'ioredis';
-import { serverKey } from '../../coordination/control-client.ts';
+import { serverKey } from '../../harness/control-client.ts';
 import { Fleet, waitUntil } from './fleet.ts';
 import { SimDerp } from './sim-derp.ts';
 import { startSupervisedImage, type SupervisedImage } from './supervised-image.ts';

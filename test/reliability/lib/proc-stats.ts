@@ -1,6 +1,6 @@
-// Memory and file descriptors of a running process, read from /proc (Linux), and a sampler that keeps the peak while
-// an attack runs: the "memory stays bounded" figures come from here.
-import fs from 'node:fs';
+// Memory and file descriptors of a running process (read by test/harness/proc.ts), and a sampler that keeps the peak
+// while an attack runs: the "memory stays bounded" figures come from here.
+import { fdCountOf, rssKiBOf } from '../../harness/proc.ts';
 
 export interface ProcSample {
   /** Resident set size, MiB. */
@@ -11,13 +11,10 @@ export interface ProcSample {
 
 /** RSS and fd count of `pid`, or null when it is gone. */
 export function sample(pid: number): ProcSample | null {
-  try {
-    const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-    const kib = Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? NaN);
-    return { rssMiB: Math.round((kib / 1024) * 10) / 10, fds: fs.readdirSync(`/proc/${pid}/fd`).length };
-  } catch {
-    return null;
-  }
+  const kib = rssKiBOf(pid);
+  const fds = fdCountOf(pid);
+  if (kib === null || fds === null) return null;
+  return { rssMiB: Math.round((kib / 1024) * 10) / 10, fds };
 }
 
 export function alive(pid: number): boolean {

@@ -3,7 +3,7 @@
 // itself whenever the connection breaks — with exponential backoff and jitter, as the official client does — so a
 // test can kill a process and measure when every node is back on its stream.
 //
-// Unlike test/coordination/control-client.ts's MapStream it keeps no message history: only the node's own addresses
+// Unlike test/harness/control-client.ts's MapStream it keeps no message history: only the node's own addresses
 // and name, the set of peers it was told about, and timestamps. A few hundred of these fit in one test process.
 import crypto from 'node:crypto';
 import http2 from 'node:http2';
@@ -11,7 +11,7 @@ import { decodeMapFrames } from '../../../services/coordination/src/control/map-
 import type { MapResponse, RegisterResponse } from '../../../services/coordination/src/tailcfg/tailcfg.ts';
 import { generatePair, type X25519Pair } from '../../../services/coordination/src/noise/x25519.ts';
 import { newPrivateKey, publicKeyOf } from '../../../services/relay/src/nacl-box.ts';
-import { CAP_VERSION, dialControl } from '../../coordination/noise-client.ts';
+import { CAP_VERSION, dialControl } from '../../harness/noise-client.ts';
 
 export interface SimNodeOptions {
   port: number;

@@ -8,8 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { AdminClient } from '../../../shared/admin-client.ts';
 import { redisCommand } from '../../../services/redis/src/probe.ts';
-import { freePort } from '../../harness/process.ts';
-import { freeUdpPort } from '../../relay/harness.ts';
+import { freePort, freeUdpPort } from '../../harness/process.ts';
 import { Pm2, type Pm2App } from '../../supervisor/pm2.ts';
 
 export type AppName = 'redis' | 'router' | 'coordination' | 'console' | 'relay';

@@ -4,7 +4,7 @@
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AdminClient } from '../../../shared/admin-client.ts';
-import { serverKey } from '../../coordination/control-client.ts';
+import { serverKey } from '../../harness/control-client.ts';
 import { startImage } from '../../harness/image.ts';
 import { ControlledRedis, type Persistence } from '../lib/redis-ctl.ts';
 import { progress, save, table } from '../lib/report.ts';

@@ -260,8 +260,9 @@ export interface ControlServer {
 }
 
 /**
- * Starts an HTTP server on 127.0.0.1 that sends /ts2021 upgrades (and, like main.ts, plain requests carrying an
- * Upgrade header) to handleControlUpgrade. `serve` gets each connection (default: echo).
+ * Starts an HTTP server on 127.0.0.1 (or on `socketPath`) that sends /ts2021 upgrades (and, like coordination's
+ * main.ts, plain requests carrying an Upgrade header) to handleControlUpgrade. `serve` gets each connection (default:
+ * echo).
  */
 export async function startControlServer(
   opts: { serve?: (conn: Duplex, info: ControlConnInfo) => void; handshakeTimeoutMs?: number; http?: http.ServerOptions; socketPath?: string } = {},
@@ -285,7 +286,8 @@ export async function startControlServer(
     res.writeHead(404).end('not found\n');
   });
   server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => handleControlUpgrade(req, socket, head, upgradeOpts));
-  // What main.ts does with bytes Node cannot parse: if the takeover failed, this 400 would land in the Noise stream.
+  // What the service's HTTP server (shared/service.ts) does with bytes Node cannot parse: if the takeover failed, this
+  // 400 would land in the Noise stream.
   server.on('clientError', (_e: Error, socket: Duplex) => socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n'));
   await new Promise<void>((resolve) => (opts.socketPath ? server.listen(opts.socketPath, resolve) : server.listen(0, '127.0.0.1', resolve)));
   const sockets = new Set<Duplex>();

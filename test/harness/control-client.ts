@@ -1,4 +1,4 @@
-// Test-only control client: /key, the ts2021 upgrade through the router (test/coordination/noise-client.ts), then
+// Test-only control client: /key, the ts2021 upgrade through the router (test/harness/noise-client.ts), then
 // HTTP/2 over the Noise stream, register and map requests, and a reader of the zstd-framed map stream. It lets the
 // tests drive cases the official client only reaches by accident (races, refusals, hostile bodies).
 import crypto from 'node:crypto';

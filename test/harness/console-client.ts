@@ -5,8 +5,8 @@ import { spawn } from 'node:child_process';
 import http from 'node:http';
 import https from 'node:https';
 import path from 'node:path';
-import { NODE, ROOT } from '../harness/process.ts';
-import { startImage, type Image, type ImageOptions } from '../harness/image.ts';
+import { NODE, ROOT } from './process.ts';
+import { startImage, type Image, type ImageOptions } from './image.ts';
 
 export const PASSWORD = 'correct horse battery staple';
 
