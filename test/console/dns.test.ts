@@ -7,9 +7,9 @@ import test from 'ava';
 import { AdminClient } from '../../shared/admin-client.ts';
 import { parseConfig } from '../../shared/config.ts';
 import { adminSocket } from '../../shared/paths.ts';
-import { ControlClient, serverKey } from '../coordination/control-client.ts';
+import { ControlClient, serverKey } from '../harness/control-client.ts';
 import { startImage, type Image } from '../harness/image.ts';
-import { Client, PASSWORD } from './console-client.ts';
+import { Client, PASSWORD } from '../harness/console-client.ts';
 
 let image: Image;
 let admin: Client;

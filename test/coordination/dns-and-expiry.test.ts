@@ -9,7 +9,7 @@ import type { NodeView } from '../../shared/model.ts';
 import { adminSocket } from '../../shared/paths.ts';
 import type { DNSConfig, MapResponse } from '../../services/coordination/src/tailcfg/tailcfg.ts';
 import { startImage, type Image } from '../harness/image.ts';
-import { ControlClient, randomKey, serverKey, type MapStream } from './control-client.ts';
+import { ControlClient, randomKey, serverKey, type MapStream } from '../harness/control-client.ts';
 
 let image: Image;
 let pub: Buffer;

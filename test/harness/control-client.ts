@@ -6,7 +6,7 @@ import http2 from 'node:http2';
 import { decodeMapFrames } from '../../services/coordination/src/control/map-frame.ts';
 import type { MapResponse, RegisterResponse } from '../../services/coordination/src/tailcfg/tailcfg.ts';
 import { generatePair, type X25519Pair } from '../../services/coordination/src/noise/x25519.ts';
-import { CAP_VERSION, dialControl } from './noise-client.ts';
+import { CAP_VERSION, dialControl } from '../harness/noise-client.ts';
 
 export function randomKey(prefix: 'nodekey' | 'discokey'): string {
   return `${prefix}:${crypto.randomBytes(32).toString('hex')}`;

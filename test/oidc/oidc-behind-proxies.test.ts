@@ -14,7 +14,7 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
 import { AdminClient } from '../../shared/admin-client.ts';
 import { parseConfig } from '../../shared/config.ts';
 import { adminSocket } from '../../shared/paths.ts';
-import { PASSWORD } from '../console/console-client.ts';
+import { PASSWORD } from '../harness/console-client.ts';
 import { createTestCA, TEST_DOMAIN, type TestCA } from '../harness/ca.ts';
 import { startImage, type Image } from '../harness/image.ts';
 import type { IdpUser } from '../harness/oidc-idp-server.ts';

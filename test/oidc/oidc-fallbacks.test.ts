@@ -3,8 +3,8 @@
 // and with HSE_OIDC_CONSOLE_PASSWORDS=off the console offers only the provider and refuses a posted password.
 // No provider runs here: its issuer points at a port nobody listens on.
 import test from 'ava';
-import { Client, PASSWORD } from '../console/console-client.ts';
-import { ControlClient, serverKey } from '../coordination/control-client.ts';
+import { Client, PASSWORD } from '../harness/console-client.ts';
+import { ControlClient, serverKey } from '../harness/control-client.ts';
 import { startImage, type Image } from '../harness/image.ts';
 import { freePort } from '../harness/process.ts';
 

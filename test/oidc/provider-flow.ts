@@ -1,7 +1,7 @@
 // A browser stand-in for sign-ins with the test provider at the HTTP level: one cookie jar for hse and one for the
 // provider (two sites, as in a browser), redirects followed by hand so a test can stop at the provider's answer and
 // change it — the state, the code, the issuer — before it reaches hse.
-import { Client, type Reply } from '../console/console-client.ts';
+import { Client, type Reply } from '../harness/console-client.ts';
 import type { IdpUser } from '../harness/oidc-idp-server.ts';
 
 export class ProviderBrowser {
