@@ -44,6 +44,13 @@ export function createRouter(cfg: Config, log: Logger): Router {
     const client = resolveClientAddress(req.socket.remoteAddress, req.headersDistinct['x-forwarded-for'], cfg.trustedProxies);
     if (client === null) return null;
     const encrypted = (req.socket as TLSSocket).encrypted === true;
+    if (req.headers.host === undefined) {
+      // HTTP/1.0 without Host (HTTP/1.1 without one is refused by Node with 400): every service gets the public host,
+      // as if the client had named it, so each answers such a request the same way instead of refusing a forwarded
+      // HTTP/1.1 request without Host. Both forms are set: the ordinary path forwards req.headers, tunnels rawHeaders.
+      req.headers.host = cfg.publicUrl.host;
+      req.rawHeaders.push('Host', cfg.publicUrl.host);
+    }
     const info: ForwardInfo = { client, proto: forwardedProto(cfg.proxyMode, cfg.tlsMode, encrypted), host: req.headers.host };
     const service = routeFor(requestPath(req.url ?? '/'));
     return { info, target: { service, socketPath: serviceSocket(cfg, service) } };
