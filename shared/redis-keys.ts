@@ -35,4 +35,6 @@ export const K = {
   consoleAccounts: 'hse:console:accounts',
   consoleSecrets: 'hse:console:secrets',
   consoleRateLimitPrefix: 'hse:console:ratelimit:',
+  /** Console: failed passwords per account name, from anywhere (services/console/src/auth/account-throttle.ts). */
+  consoleAccountThrottlePrefix: 'hse:console:account-throttle:',
 } as const;

@@ -1,9 +1,10 @@
 // The first administrator: HSE_CONSOLE_USER (default "admin") with the password from HSE_CONSOLE_PASSWORD or the file
-// named by HSE_CONSOLE_PASSWORD_FILE. With neither, a strong password is generated, stored only as a hash, and printed
-// once to the log together with how to sign in. The configured password is used only when the account is created;
+// named by HSE_CONSOLE_PASSWORD_FILE. With neither, a strong password is generated, stored only as a hash, and written
+// to $HSE_DATA_DIR/first-admin-password (mode 600); the log says where and how to sign in, never the password. The configured password is used only when the account is created;
 // afterwards the stored hash is what counts (a later change of the setting is reported, not applied), and a lost
 // password is reset with services/console/src/reset-password.ts.
 import fs from 'node:fs';
+import path from 'node:path';
 import type { Config } from '../../../../shared/config.ts';
 import type { Logger } from '../../../../shared/log.ts';
 import { generatePassword, hashPassword, verifyPassword } from '../security/password-hash.ts';
@@ -75,9 +76,23 @@ export async function ensureFirstAdmin(cfg: Config, accounts: Accounts, log: Log
     log.info('first console administrator created with the configured password', { user: cfg.consoleUser });
     return;
   }
-  // Printed exactly once: only the process whose HSETNX created the account gets here.
+  // Only the process whose HSETNX created the account gets here. The password never goes to the log: pm2 and
+  // container runtimes keep logs where others on the host may read them. It goes to a file only this user can read.
+  const file = firstAdminPasswordFile(cfg);
+  writePrivate(file, `${password}\n`);
   log.info(
-    `first console administrator created: open ${cfg.publicOrigin}/console and sign in as "${cfg.consoleUser}" with the password at the end of this line; it is shown only this once (only its hash is stored), so keep it in a password manager`,
-    { user: cfg.consoleUser, password },
+    `first console administrator created: open ${cfg.publicOrigin}/console and sign in as "${cfg.consoleUser}" with the generated password in ${file} (readable only by this user; only its hash is stored), then keep it in a password manager and delete the file`,
+    { user: cfg.consoleUser },
   );
+}
+
+/** Where a generated first-administrator password is written: $HSE_DATA_DIR/first-admin-password, mode 600. */
+export function firstAdminPasswordFile(cfg: Config): string {
+  return path.join(cfg.dataDir, 'first-admin-password');
+}
+
+/** Writes a file that only this user can read, also when one was there before with wider permissions. */
+function writePrivate(file: string, text: string): void {
+  fs.rmSync(file, { force: true });
+  fs.writeFileSync(file, text, { mode: 0o600, flag: 'wx' });
 }
