@@ -7,6 +7,7 @@ import http from 'node:http';
 import { loadConfig, type Config } from '../../shared/config.ts';
 import { Logger } from '../../shared/log.ts';
 import { ensureDirs } from '../../shared/paths.ts';
+import { stoppedCleanly, waitAfterQuickExit } from '../../shared/restart-backoff.ts';
 import { listenOrExit } from './listen.ts';
 import { createRouter } from './router.ts';
 import { routerServerOptions } from './server-options.ts';
@@ -18,6 +19,7 @@ const DRAIN_DEADLINE_MS = 10_000;
 const cfg = loadConfig('router');
 const log = new Logger('router', cfg.logLevel);
 ensureDirs(cfg);
+await waitAfterQuickExit(cfg.runDir, 'router');
 
 function modeName(c: Config): string {
   if (c.proxyMode) return 'proxy';
@@ -35,12 +37,14 @@ let stopping = false;
 async function stop(signal: string): Promise<void> {
   if (stopping) {
     log.warn(`second ${signal}: exiting without waiting`);
+    stoppedCleanly(cfg.runDir, 'router');
     process.exit(0);
   }
   stopping = true;
   log.info('draining', { signal, inFlightDeadlineMs: DRAIN_DEADLINE_MS, tunnels: router.tunnels.size });
   const clean = await (tlsMode !== null ? tlsMode.drain(DRAIN_DEADLINE_MS) : router.drain(DRAIN_DEADLINE_MS));
   log.info('stopped', { clean });
+  stoppedCleanly(cfg.runDir, 'router');
   process.exit(0);
 }
 process.on('SIGTERM', () => void stop('SIGTERM'));

@@ -9,6 +9,7 @@ import { loadConfig } from '../../../shared/config.ts';
 import { formatKey } from '../../../shared/keys.ts';
 import { Logger } from '../../../shared/log.ts';
 import { adminSocket, CLIENT_IP_HEADER, ensureDirs, listenOnSocket, serviceSocket } from '../../../shared/paths.ts';
+import { stoppedCleanly, waitAfterQuickExit } from '../../../shared/restart-backoff.ts';
 import { connectRedis } from '../../../shared/redis.ts';
 import { createAdminServer } from './admin/admin-server.ts';
 import { serveControlConnection } from './control/h2-server.ts';
@@ -23,6 +24,7 @@ import { Tailnet } from './state/tailnet.ts';
 const cfg = loadConfig('coordination');
 const log = new Logger('coordination', cfg.logLevel);
 ensureDirs(cfg);
+await waitAfterQuickExit(cfg.runDir, 'coordination');
 
 const redis = connectRedis(cfg, log, 'coordination');
 const sub = connectRedis(cfg, log, 'coordination-sub');
@@ -128,6 +130,7 @@ function shutdown(signal: string): void {
   setTimeout(() => {
     redis.disconnect();
     sub.disconnect();
+    stoppedCleanly(cfg.runDir, 'coordination');
     process.exit(0);
   }, 500).unref();
 }

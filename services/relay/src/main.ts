@@ -5,6 +5,7 @@
 import { loadConfig } from '../../../shared/config.ts';
 import { Logger } from '../../../shared/log.ts';
 import { ensureDirs, listenOnSocket, serviceSocket } from '../../../shared/paths.ts';
+import { stoppedCleanly, waitAfterQuickExit } from '../../../shared/restart-backoff.ts';
 import { connectRedis, type Redis } from '../../../shared/redis.ts';
 import { OpenAdmission, RegisteredNodesAdmission, type Admission } from './admission.ts';
 import { DerpServer } from './derp-server.ts';
@@ -17,6 +18,7 @@ import { StunServer } from './stun-server.ts';
 const cfg = loadConfig('relay');
 const log = new Logger('relay', cfg.logLevel);
 ensureDirs(cfg);
+await waitAfterQuickExit(cfg.runDir, 'relay');
 const socketPath = serviceSocket(cfg, 'relay');
 
 let serverKey: ServerKey | null = null;
@@ -84,6 +86,7 @@ async function shutdown(signal: string): Promise<void> {
   await derp?.drain();
   redis?.disconnect();
   sub?.disconnect();
+  stoppedCleanly(cfg.runDir, 'relay');
   process.exit(0);
 }
 process.on('SIGTERM', () => void shutdown('SIGTERM'));
