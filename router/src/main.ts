@@ -1,6 +1,7 @@
 // The router process: the only public listener. Reads the configuration (exit 2 on a refused one) and forwards to
 // the services' Unix sockets; drains on SIGTERM/SIGINT and exits 0. It listens on
 //   - HSE_LISTEN_ADDRESS:HSE_HTTP_PORT (plain HTTP) in proxy mode and for a local http:// try-out;
+//   - or, with HSE_LISTEN_SOCKET, on that Unix socket instead (a proxy on the same host; no TCP port);
 //   - HSE_HTTPS_PORT and HSE_TLS_HTTP_PORT in TLS mode (https:// public URL, HSE_TLS on), where it terminates
 //     HTTPS itself with ACME or the operator's certificate files (tls/tls-mode.ts).
 import http from 'node:http';
@@ -8,7 +9,7 @@ import { loadConfig, type Config } from '../../shared/config.ts';
 import { Logger } from '../../shared/log.ts';
 import { ensureDirs } from '../../shared/paths.ts';
 import { stoppedCleanly, waitAfterQuickExit } from '../../shared/restart-backoff.ts';
-import { listenOrExit } from './listen.ts';
+import { listenOnSocketOrExit, listenOrExit } from './listen.ts';
 import { createRouter } from './router.ts';
 import { routerServerOptions } from './server-options.ts';
 import { startTlsMode, type TlsMode } from './tls/tls-mode.ts';
@@ -58,6 +59,11 @@ const fields = {
 };
 if (cfg.tlsMode) {
   tlsMode = await startTlsMode(cfg, log, router, fields);
+} else if (cfg.listenSocket !== null) {
+  // HSE_LISTEN_SOCKET: a proxy on this host reaches us on a socket only it may open, and no TCP port is opened.
+  const server = http.createServer(routerServerOptions(cfg));
+  router.attach(server, { unixSocket: true });
+  await listenOnSocketOrExit(server, { path: cfg.listenSocket, mode: cfg.listenSocketMode, group: cfg.listenSocketGroup }, log, fields);
 } else {
   const server = http.createServer(routerServerOptions(cfg));
   router.attach(server);
