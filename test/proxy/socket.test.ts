@@ -6,7 +6,8 @@
 //   - the router opens no TCP port;
 //   - `nobody` cannot connect to the socket; a process in the socket's group can;
 //   - the settings are parsed and refused in shared/config.ts with the variable named.
-// (Traefik cannot proxy to a Unix socket at all: advanced/proxy.md says so and what to do instead.)
+//   - Traefik cannot proxy to a Unix socket at all (advanced/proxy.md says so and what to do instead): shown with the
+//     real Traefik, so the documentation learns when a version can.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -17,7 +18,7 @@ import { parseConfig } from '../../shared/config.ts';
 import { createTestCA, TEST_DOMAIN, type TestCA } from '../harness/ca.ts';
 import { startImage, type Image } from '../harness/image.ts';
 import { freePort, NODE } from '../harness/process.ts';
-import { missingProxy, startProxy, type ProxyKind, type RunningProxy } from '../harness/proxies.ts';
+import { findBinary, missingProxy, startProxy, type ProxyKind, type RunningProxy } from '../harness/proxies.ts';
 import { HttpsClient } from './https-client.ts';
 
 const PASSWORD = 'socket listener test password';
@@ -100,6 +101,47 @@ for (const kind of ['nginx', 'caddy'] as ProxyKind[]) {
     t.false(JSON.stringify(entries).includes('203.0.113.7'), 'the forged address stayed out');
   });
 }
+
+test.serial('Traefik cannot reach the socket, whichever way its URL is written (why proxy.md leaves it out)', async (t) => {
+  const traefik = findBinary('traefik');
+  if (!traefik) return t.fail(missingProxy('traefik')!);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hse-traefik-sock-'));
+  const port = await freePort();
+  const urls = [`unix://${socket}`, `http://unix:${socket}`, `unix:${socket}`];
+  fs.writeFileSync(
+    path.join(dir, 'dynamic.yml'),
+    [
+      'http:',
+      '  routers:',
+      ...urls.flatMap((_, i) => [`    r${i}:`, `      rule: PathPrefix(\`/try${i}/\`)`, `      service: s${i}`]),
+      '  services:',
+      ...urls.flatMap((u, i) => [`    s${i}:`, '      loadBalancer:', '        servers:', `          - url: "${u}"`]),
+      '',
+    ].join('\n'),
+  );
+  fs.writeFileSync(
+    path.join(dir, 'traefik.yml'),
+    `entryPoints:\n  web:\n    address: "127.0.0.1:${port}"\nproviders:\n  file:\n    filename: ${path.join(dir, 'dynamic.yml')}\nlog:\n  level: ERROR\n`,
+  );
+  const proc = spawn(traefik, [`--configFile=${path.join(dir, 'traefik.yml')}`], { stdio: 'ignore', env: { PATH: process.env.PATH, HOME: dir } });
+  try {
+    for (let i = 0; i < urls.length; i++) {
+      let status = 404;
+      // Traefik answers 404 until its file provider has loaded the routers.
+      for (let n = 0; n < 100 && status === 404; n++) {
+        status = await fetch(`http://127.0.0.1:${port}/try${i}/health`).then(
+          (r) => r.status,
+          () => 404,
+        );
+        if (status === 404) await new Promise((r) => setTimeout(r, 100));
+      }
+      t.true(status >= 500, `${urls[i]}: Traefik answered ${status}`);
+    }
+  } finally {
+    proc.kill('SIGKILL');
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
 
 test.serial('a request over the socket without X-Forwarded-For is answered (a local health check)', async (t) => {
   const r = await new Promise<number>((resolve, reject) => {
