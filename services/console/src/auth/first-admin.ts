@@ -60,26 +60,39 @@ export async function ensureFirstAdmin(cfg: Config, accounts: Accounts, log: Log
     log.warn('the configured console password is shorter than 12 characters; choose a longer one', { user: cfg.consoleUser });
   }
   const password = configured ?? generatePassword();
+  // A generated password is written (owner-only) before the account exists, so a data directory that cannot take it
+  // fails here, retried, rather than after: an account whose only password went nowhere would be locked for good.
+  const file = firstAdminPasswordFile(cfg);
+  const pending = configured === null ? writePrivate(`${file}.${process.pid}`, `${password}\n`) : null;
   const now = new Date().toISOString();
-  const created = await accounts.createIfMissing({
-    username: cfg.consoleUser,
-    role: 'admin',
-    passwordHash: await hashPassword(password),
-    disabled: false,
-    createdAt: now,
-    createdBy: 'system',
-    passwordChangedAt: now,
-    sessionsNotBefore: 0,
-  });
-  if (!created) return; // another console process created it a moment ago
+  let created: boolean;
+  try {
+    created = await accounts.createIfMissing({
+      username: cfg.consoleUser,
+      role: 'admin',
+      passwordHash: await hashPassword(password),
+      disabled: false,
+      createdAt: now,
+      createdBy: 'system',
+      passwordChangedAt: now,
+      sessionsNotBefore: 0,
+    });
+  } catch (e) {
+    if (pending !== null) fs.rmSync(pending, { force: true });
+    throw e;
+  }
+  if (!created) {
+    // Another console process created it a moment ago (and wrote its own file).
+    if (pending !== null) fs.rmSync(pending, { force: true });
+    return;
+  }
+  if (pending !== null) fs.renameSync(pending, file);
   if (configured !== null) {
     log.info('first console administrator created with the configured password', { user: cfg.consoleUser });
     return;
   }
   // Only the process whose HSETNX created the account gets here. The password never goes to the log: pm2 and
-  // container runtimes keep logs where others on the host may read them. It goes to a file only this user can read.
-  const file = firstAdminPasswordFile(cfg);
-  writePrivate(file, `${password}\n`);
+  // container runtimes keep logs where others on the host may read them. It is in a file only this user can read.
   log.info(
     `first console administrator created: open ${cfg.publicOrigin}/console and sign in as "${cfg.consoleUser}" with the generated password in ${file} (readable only by this user; only its hash is stored), then keep it in a password manager and delete the file`,
     { user: cfg.consoleUser },
@@ -91,8 +104,9 @@ export function firstAdminPasswordFile(cfg: Config): string {
   return path.join(cfg.dataDir, 'first-admin-password');
 }
 
-/** Writes a file that only this user can read, also when one was there before with wider permissions. */
-function writePrivate(file: string, text: string): void {
+/** Writes a file that only this user can read (created new, never an existing file's permissions); returns its path. */
+function writePrivate(file: string, text: string): string {
   fs.rmSync(file, { force: true });
   fs.writeFileSync(file, text, { mode: 0o600, flag: 'wx' });
+  return file;
 }
