@@ -3,15 +3,22 @@
 // is "type": "module"): pm2 6 on Node 24 loads it and reads its exported `apps`. One process per box of docs/architecture.md, each run by the
 // project's pinned Node 24 from node_modules, not whatever `node` the machine has.
 //
-// Restart policy: a process that exits is restarted with exponential backoff (0.5 s growing ×1.5 to 15 s, reset
-// after it has run for 30 s), except exit status 2, which every hse process uses for "refused configuration" (and the
-// Redis launcher for "redis-server not installed"): restarting cannot fix that, so pm2 leaves it stopped and the
-// one-line reason stays at the end of its log.
+// Restart policy: a process that exits is restarted, except exit status 2, which every hse process uses for "refused
+// configuration" (and the Redis launcher for "redis-server not installed"): restarting cannot fix that, so pm2 leaves
+// it stopped, `pm2 ls` shows it stopped, and the one-line reason stays at the end of its log. The backoff between
+// restarts (0.5 s growing ×1.5 to 15 s, none once a process has run for 30 s) is the processes' own
+// (shared/restart-backoff.ts), not pm2's exp_backoff_restart_delay: with any pm2 restart delay set, pm2 6 (and 7)
+// marks every exited process "waiting restart" and logs "will restart in …" even when stop_exit_codes means it will not.
+//
+// Logs are private: pm2 makes its home and log files readable by everyone on the host (755/644), and what the
+// processes log is nobody else's business. Its home and log directory are closed to group and others here, and each
+// app's two log files are created owner-only before pm2 opens them (it appends, keeping the mode).
 //
 // Settings come from the environment pm2 is started with; an `.env` file next to this one fills in what that
 // environment does not set. The checks below (is an external Redis set, is HSE_DERP_MODE public) only choose which
 // processes exist; every process still validates all settings itself through shared/config.ts.
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import util from 'node:util';
 
@@ -37,6 +44,23 @@ const setting = (name) => String(process.env[name] ?? fileEnv[name] ?? '').trim(
 // (deploy/warm-compile-cache.cjs); on bare metal the first start fills it. An operator's own NODE_COMPILE_CACHE wins.
 const compileCache = setting('NODE_COMPILE_CACHE') || path.join(root, 'node_modules', '.cache', 'hse-compile');
 
+// Where pm2 keeps its files: PM2_HOME, else ~/.pm2 (pm2's own rule, lib/constants.js).
+const pm2Home = process.env.PM2_HOME || path.resolve(process.env.HOME || os.homedir(), '.pm2');
+const logDir = path.join(pm2Home, 'logs');
+for (const dir of [pm2Home, logDir]) {
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  fs.chmodSync(dir, 0o700);
+}
+// Whatever pm2 creates from here on in this process (pm2-runtime runs its daemon in-process) is owner-only too.
+process.umask(0o077);
+
+/** An app's log file, created owner-only (or made so) before pm2 opens it for appending. */
+function privateLog(file) {
+  fs.closeSync(fs.openSync(file, 'a', 0o600));
+  fs.chmodSync(file, 0o600);
+  return file;
+}
+
 function app(name, script, extra = {}) {
   return {
     name,
@@ -48,7 +72,6 @@ function app(name, script, extra = {}) {
     env: { ...fileEnv, NODE_COMPILE_CACHE: compileCache },
     autorestart: true,
     stop_exit_codes: [2],
-    exp_backoff_restart_delay: 500,
     // A process that keeps failing within 5 s of starting is given up on after this many tries (then `pm2 logs`
     // shows why); one that ran longer counts as healthy and is always restarted.
     min_uptime: 5_000,
@@ -56,6 +79,8 @@ function app(name, script, extra = {}) {
     // The router drains for up to 10 s on SIGTERM; give every process a little more before SIGKILL.
     kill_signal: 'SIGTERM',
     kill_timeout: 15_000,
+    out_file: privateLog(path.join(logDir, `${name}-out.log`)),
+    error_file: privateLog(path.join(logDir, `${name}-error.log`)),
     merge_logs: true,
     time: true,
     watch: false,

@@ -4,6 +4,8 @@
 # embedded Redis (unless HSE_REDIS_URL is set), the router and the services from ecosystem.config.js in the
 # foreground and stops them all on SIGTERM.
 set -eu
+# Everything the image writes (pm2's logs, data, sockets) is the image user's alone.
+umask 077
 app=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
 node="$app/node_modules/.bin/node"
 "$node" "$app/deploy/check-config.ts" "$@"

@@ -23,7 +23,9 @@ export function probe(cfg: Config, timeoutMs = 4000): Promise<{ ok: boolean; lin
       servername: cfg.publicUrl.hostname,
       headers: { host: cfg.publicUrl.host },
     };
-    const req = (url.protocol === 'https:' ? https : http).get(url, opts, (res) => {
+    // With HSE_LISTEN_SOCKET the router has no TCP port: ask on its socket.
+    const where = cfg.listenSocket !== null ? { ...opts, socketPath: cfg.listenSocket } : opts;
+    const req = (url.protocol === 'https:' && cfg.listenSocket === null ? https : http).get(url, where, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (d: string) => {

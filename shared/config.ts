@@ -63,6 +63,15 @@ export interface Config {
   /** Address the router listens on: HSE_LISTEN_ADDRESS, else HSE_PROXY_BIND. The container sets 0.0.0.0. */
   listenAddress: string;
   /**
+   * HSE_LISTEN_SOCKET: the router listens on this Unix socket instead of a TCP port (a proxy on the same host; only
+   * who may open the socket can reach it). Its peer is the proxy, so its X-Forwarded-For is believed.
+   */
+  listenSocket: string | null;
+  /** HSE_LISTEN_SOCKET_MODE: the socket's permission bits, octal (default 660: owner and group). */
+  listenSocketMode: number;
+  /** HSE_LISTEN_SOCKET_GROUP: group name or number given the socket (the proxy's group); null = this process's. */
+  listenSocketGroup: string | null;
+  /**
    * Seconds a client gets to send a complete request head to the router. The only clock on client traffic: bodies,
    * long-polls and tunnels have none, so this alone cuts off slow-header (slowloris) connections.
    */
@@ -219,6 +228,42 @@ function listenAddresses(env: Env, name: string, dflt: string[]): string[] {
   }
   if (out.length === 0) throw new ConfigError(name, 'is empty; leave it unset to listen on every interface');
   return out;
+}
+
+// The router's own Unix socket for a proxy on the same host. Refused where it would not do what it is for: a relative
+// path (it would depend on the directory pm2 starts us in), a path too long for a socket, TLS mode (the router is the
+// public listener then), and a mode that lets others connect (the point is that they cannot).
+function listenSocket(env: Env, tlsMode: boolean): { path: string | null; mode: number; group: string | null } {
+  const file = get(env, 'HSE_LISTEN_SOCKET') ?? null;
+  const modeText = get(env, 'HSE_LISTEN_SOCKET_MODE');
+  const group = get(env, 'HSE_LISTEN_SOCKET_GROUP') ?? null;
+  if (file === null) {
+    if (modeText !== undefined) throw new ConfigError('HSE_LISTEN_SOCKET_MODE', 'only applies with HSE_LISTEN_SOCKET (the router listening on a Unix socket)');
+    if (group !== null) throw new ConfigError('HSE_LISTEN_SOCKET_GROUP', 'only applies with HSE_LISTEN_SOCKET (the router listening on a Unix socket)');
+    return { path: null, mode: 0o660, group: null };
+  }
+  if (!path.isAbsolute(file)) throw new ConfigError('HSE_LISTEN_SOCKET', `"${file}" must be an absolute path (for example /run/hse/router.sock)`);
+  if (Buffer.byteLength(file) > 107)
+    throw new ConfigError('HSE_LISTEN_SOCKET', `"${file}" is too long for a Unix socket path (107 bytes); choose a shorter one`);
+  if (tlsMode) {
+    throw new ConfigError(
+      'HSE_LISTEN_SOCKET',
+      'is for a reverse proxy on the same host (proxy mode: HSE_TLS=off); in TLS mode the router itself listens on ports 80 and 443',
+    );
+  }
+  let mode = 0o660;
+  if (modeText !== undefined) {
+    if (!/^0?[0-7]{3}$/.test(modeText)) throw new ConfigError('HSE_LISTEN_SOCKET_MODE', `"${modeText}" is not an octal mode like 660 or 600`);
+    mode = Number.parseInt(modeText, 8);
+    if ((mode & 0o007) !== 0) {
+      throw new ConfigError('HSE_LISTEN_SOCKET_MODE', `"${modeText}" lets others connect, which is what the socket is there to prevent; use 660 or 600`);
+    }
+    if ((mode & 0o600) !== 0o600) throw new ConfigError('HSE_LISTEN_SOCKET_MODE', `"${modeText}" must give the owner read and write (6 first), as in 660`);
+  }
+  if (group !== null && !/^([a-z_][a-z0-9_.-]*\$?|\d+)$/i.test(group)) {
+    throw new ConfigError('HSE_LISTEN_SOCKET_GROUP', `"${group}" is not a group name or number`);
+  }
+  return { path: file, mode, group };
 }
 
 function publicUrl(env: Env): URL {
@@ -478,6 +523,7 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
     );
   }
   const regionId = positiveInt(env, 'HSE_DERP_REGION_ID', 900, 999);
+  const socket = listenSocket(env, https && tls);
   return {
     publicUrl: url,
     publicOrigin: url.origin,
@@ -492,6 +538,9 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
     tlsHttpPort: port(env, 'HSE_TLS_HTTP_PORT', 80),
     proxyBind,
     listenAddress: get(env, 'HSE_LISTEN_ADDRESS') === undefined ? proxyBind : bindAddress(env, 'HSE_LISTEN_ADDRESS', proxyBind),
+    listenSocket: socket.path,
+    listenSocketMode: socket.mode,
+    listenSocketGroup: socket.group,
     headerTimeoutSeconds: positiveInt(env, 'HSE_HEADER_TIMEOUT', 30, 3600),
     derpMode: derpModeRaw,
     derpVerifyClients: bool(env, 'HSE_DERP_VERIFY_CLIENTS', true),

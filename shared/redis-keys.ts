@@ -62,6 +62,8 @@ export const K = {
   consoleOidcFlowPrefix: 'hse:console:oidc:flow:',
   /** Hash: JSON [issuer, subject] of an identity-provider account -> console account key. */
   consoleOidcAccounts: 'hse:console:oidc:accounts',
+  /** Console: failed passwords per account name, from anywhere (services/console/src/auth/account-throttle.ts). */
+  consoleAccountThrottlePrefix: 'hse:console:account-throttle:',
 } as const;
 
 /** The field of an identity-provider account in K.userByIdentity and K.consoleOidcAccounts: unambiguous JSON. */

@@ -7,7 +7,9 @@
 //              supervisor does not restart it (ecosystem.config.js, stop_exit_codes), because a restart cannot fix
 //              what the operator must. Any other failure to start is logged and exits 1, which is retried.
 //   signals    SIGTERM / SIGINT: the service stops within one drain deadline (DRAIN_DEADLINE_MS), then the process
-//              exits 0; a second signal exits at once.
+//              exits 0 (and notes the clean stop, so the next start is not slowed); a second signal exits at once.
+//   backoff    a process that exited soon after its previous start waits 0.5 s, growing ×1.5 to 15 s, before it
+//              starts again (shared/restart-backoff.ts).
 //   bugs       an uncaught exception or unhandled rejection is logged with its stack and the process exits 1, so the
 //              supervisor restarts it in a known state — never swallowed and carried on in an unknown one.
 //
@@ -20,6 +22,7 @@ import { type Config, loadConfig } from './config.ts';
 import { StartupError } from './errors.ts';
 import { Logger } from './log.ts';
 import { ensureDirs } from './paths.ts';
+import { stoppedCleanly, waitAfterQuickExit } from './restart-backoff.ts';
 
 /** How long a service gets to finish in-flight work after SIGTERM. pm2's kill_timeout (15 s) is longer. */
 export const DRAIN_DEADLINE_MS = 10_000;
@@ -96,6 +99,7 @@ export function runService(name: ProcessName, start: (ctx: ServiceContext) => Pr
       .catch((e: Error) => log.warn('error while stopping', { error: e.message }))
       .finally(() => {
         log.info('stopped');
+        stoppedCleanly(cfg.runDir, name);
         process.exit(0);
       });
   };
@@ -105,6 +109,9 @@ export function runService(name: ProcessName, start: (ctx: ServiceContext) => Pr
   void (async () => {
     try {
       prepareDirs(cfg);
+      // A process that keeps exiting soon after starting waits longer each time (pm2 restarts at once; see
+      // shared/restart-backoff.ts for why the backoff lives here).
+      await waitAfterQuickExit(cfg.runDir, name);
       running = await start({ cfg, log });
       if (stopping) await running.stop(Date.now() + DRAIN_DEADLINE_MS);
     } catch (e) {

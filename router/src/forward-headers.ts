@@ -32,8 +32,8 @@ export interface ForwardInfo {
   client: string;
   /** Scheme the client used to reach the public URL. */
   proto: 'http' | 'https';
-  /** The Host the client asked for, passed on as X-Forwarded-Host (absent on HTTP/1.0 requests without Host). */
-  host: string | undefined;
+  /** The Host the client asked for (the public host for HTTP/1.0 without one), passed on as X-Forwarded-Host. */
+  host: string;
 }
 
 /**
@@ -54,8 +54,8 @@ export function addedHeaders(info: ForwardInfo): [string, string][] {
     [CLIENT_IP_HEADER, info.client],
     ['x-forwarded-for', info.client],
     ['x-forwarded-proto', info.proto],
+    ['x-forwarded-host', info.host],
   ];
-  if (info.host !== undefined) out.push(['x-forwarded-host', info.host]);
   return out;
 }
 

@@ -1,7 +1,10 @@
 // Binding a server the router is attached to, with the exit status the supervisor needs: a failure the operator must
 // fix (no permission for the port, an address this host does not have) exits 2 so pm2 leaves it stopped
 // (ecosystem.config.js, stop_exit_codes); a port still held by another process exits 1 and is retried with backoff.
+import fs from 'node:fs';
 import type http from 'node:http';
+import net from 'node:net';
+import path from 'node:path';
 import type { Logger } from '../../shared/log.ts';
 
 const CONFIG_LISTEN_ERRORS = new Set(['EACCES', 'EADDRNOTAVAIL', 'EINVAL']);
@@ -33,4 +36,90 @@ export function listenOrExit(server: http.Server, on: ListenOn, log: Logger, fie
       resolve();
     });
   });
+}
+
+export interface SocketListen {
+  path: string;
+  mode: number;
+  /** Group name or number; null keeps the process's own group. */
+  group: string | null;
+}
+
+/** A group's number: numeric as given, else looked up in /etc/group. Null when there is no such group. */
+export function groupId(group: string, groupFile = '/etc/group'): number | null {
+  if (/^\d+$/.test(group)) return Number(group);
+  let text = '';
+  try {
+    text = fs.readFileSync(groupFile, 'utf8');
+  } catch {
+    return null;
+  }
+  for (const line of text.split('\n')) {
+    const [name, , gid] = line.split(':');
+    if (name === group && /^\d+$/.test(gid ?? '')) return Number(gid);
+  }
+  return null;
+}
+
+/** True when something accepts connections on the Unix socket `file`. */
+function socketAlive(file: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const c = net.connect(file);
+    c.once('connect', () => {
+      c.destroy();
+      resolve(true);
+    });
+    c.once('error', () => resolve(false));
+  });
+}
+
+/**
+ * Listens on HSE_LISTEN_SOCKET with its group and mode, or logs why not and exits: 2 for what the operator must fix
+ * (no directory, a file that is not a socket, an unknown group, no permission), 1 when another router is still
+ * listening there (retried). The socket is created owner-only and only then given its group and mode, so there is no
+ * moment in which others could connect.
+ */
+export async function listenOnSocketOrExit(server: http.Server, on: SocketListen, log: Logger, fields: Record<string, unknown>): Promise<void> {
+  const refuse = (variable: string, reason: string): never => {
+    log.error(`refused configuration: ${variable}: ${reason}`);
+    process.exit(2);
+  };
+  const dir = path.dirname(on.path);
+  if (!fs.existsSync(dir)) refuse('HSE_LISTEN_SOCKET', `the directory ${dir} does not exist; create it (for example /run/hse, owned by the user hse runs as)`);
+  const gid = on.group === null ? null : groupId(on.group);
+  if (on.group !== null && gid === null)
+    refuse('HSE_LISTEN_SOCKET_GROUP', `there is no group "${on.group}" on this host (see /etc/group); give the proxy's group by name or number`);
+  const existing = fs.lstatSync(on.path, { throwIfNoEntry: false });
+  if (existing && !existing.isSocket()) refuse('HSE_LISTEN_SOCKET', `${on.path} exists and is not a socket; refusing to replace it`);
+  if (existing) {
+    if (await socketAlive(on.path)) {
+      log.error(`cannot listen on ${on.path}: another process is listening there`);
+      process.exit(1);
+    }
+    fs.rmSync(on.path, { force: true }); // left behind by a router that was killed
+  }
+  await new Promise<void>((resolve) => {
+    server.once('error', (e: NodeJS.ErrnoException) => {
+      log.error(`cannot listen on ${on.path}: ${e.code ?? e.message}`, {
+        hint: 'check HSE_LISTEN_SOCKET and that this user may create files in its directory',
+      });
+      process.exit(e.code === 'EADDRINUSE' ? 1 : 2);
+    });
+    const previous = process.umask(0o177);
+    try {
+      server.listen(on.path, resolve);
+    } finally {
+      process.umask(previous);
+    }
+  });
+  try {
+    if (gid !== null) fs.chownSync(on.path, -1, gid);
+    fs.chmodSync(on.path, on.mode);
+  } catch (e) {
+    refuse(
+      'HSE_LISTEN_SOCKET_GROUP',
+      `cannot give ${on.path} group ${on.group} and mode ${on.mode.toString(8)} (${(e as NodeJS.ErrnoException).code}); this user must be a member of that group`,
+    );
+  }
+  log.info(`listening on unix:${on.path}`, { ...fields, mode: on.mode.toString(8), group: on.group ?? 'own' });
 }

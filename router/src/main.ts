@@ -1,13 +1,15 @@
 // The router process: the only public listener. Reads the configuration (exit 2 on a refused one) and forwards to
 // the services' Unix sockets; drains on SIGTERM/SIGINT and exits 0. It listens on
 //   - HSE_LISTEN_ADDRESS:HSE_HTTP_PORT (plain HTTP) in proxy mode and for a local http:// try-out;
+//   - or, with HSE_LISTEN_SOCKET, on that Unix socket instead (a proxy on the same host; no TCP port);
 //   - HSE_HTTPS_PORT and HSE_TLS_HTTP_PORT in TLS mode (https:// public URL, HSE_TLS on), where it terminates
 //     HTTPS itself with ACME or the operator's certificate files (tls/tls-mode.ts).
 import http from 'node:http';
 import { loadConfig, type Config } from '../../shared/config.ts';
 import { Logger } from '../../shared/log.ts';
 import { ensureDirs } from '../../shared/paths.ts';
-import { listenOrExit } from './listen.ts';
+import { stoppedCleanly, waitAfterQuickExit } from '../../shared/restart-backoff.ts';
+import { listenOnSocketOrExit, listenOrExit } from './listen.ts';
 import { createRouter } from './router.ts';
 import { routerServerOptions } from './server-options.ts';
 import { startTlsMode, type TlsMode } from './tls/tls-mode.ts';
@@ -18,6 +20,7 @@ const DRAIN_DEADLINE_MS = 10_000;
 const cfg = loadConfig('router');
 const log = new Logger('router', cfg.logLevel);
 ensureDirs(cfg);
+await waitAfterQuickExit(cfg.runDir, 'router');
 
 function modeName(c: Config): string {
   if (c.proxyMode) return 'proxy';
@@ -35,12 +38,14 @@ let stopping = false;
 async function stop(signal: string): Promise<void> {
   if (stopping) {
     log.warn(`second ${signal}: exiting without waiting`);
+    stoppedCleanly(cfg.runDir, 'router');
     process.exit(0);
   }
   stopping = true;
   log.info('draining', { signal, inFlightDeadlineMs: DRAIN_DEADLINE_MS, tunnels: router.tunnels.size });
   const clean = await (tlsMode !== null ? tlsMode.drain(DRAIN_DEADLINE_MS) : router.drain(DRAIN_DEADLINE_MS));
   log.info('stopped', { clean });
+  stoppedCleanly(cfg.runDir, 'router');
   process.exit(0);
 }
 process.on('SIGTERM', () => void stop('SIGTERM'));
@@ -54,6 +59,11 @@ const fields = {
 };
 if (cfg.tlsMode) {
   tlsMode = await startTlsMode(cfg, log, router, fields);
+} else if (cfg.listenSocket !== null) {
+  // HSE_LISTEN_SOCKET: a proxy on this host reaches us on a socket only it may open, and no TCP port is opened.
+  const server = http.createServer(routerServerOptions(cfg));
+  router.attach(server, { unixSocket: true });
+  await listenOnSocketOrExit(server, { path: cfg.listenSocket, mode: cfg.listenSocketMode, group: cfg.listenSocketGroup }, log, fields);
 } else {
   const server = http.createServer(routerServerOptions(cfg));
   router.attach(server);

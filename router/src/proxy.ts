@@ -33,6 +33,29 @@ export type Forward = (req: http.IncomingMessage, res: http.ServerResponse, targ
 /** Response headers about the service's connection to us, not the client's: never passed on. */
 const UPSTREAM_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'trailer', 'upgrade']);
 
+/**
+ * Ends the client's response, but not before its request body has all arrived. A service may answer before reading
+ * the body (413, 415), and when this is the connection's last response (the client, or nginx by default, sent
+ * `Connection: close`) Node closes the socket as soon as the response ends: with body bytes still arriving, the kernel
+ * answers them with a reset, and a proxy still sending the body reports its own 502 instead of the service's answer.
+ * So the rest of the body keeps flowing to the service while it reads, or is read and discarded once it stops.
+ */
+function endAfterBody(req: http.IncomingMessage, res: http.ServerResponse, upstream: http.ClientRequest): void {
+  if (req.complete || req.destroyed) {
+    res.end();
+    return;
+  }
+  const end = () => res.end();
+  req.once('end', end);
+  req.once('close', end);
+  const discard = () => {
+    req.unpipe(upstream);
+    req.resume();
+  };
+  if (upstream.destroyed || upstream.writableEnded) discard();
+  else upstream.once('close', discard);
+}
+
 export function createForwarder(opts: ForwarderOptions): Forward {
   // Keep-alive to the services: a fresh connection per request costs a connect per request, and a service that
   // closes right after answering a request it refused before reading the body (415, 413) would make our last body
@@ -59,12 +82,14 @@ export function createForwarder(opts: ForwarderOptions): Forward {
       path: originForm(req.url ?? '/'),
       headers: req.headers,
       agent,
-      // The client's Host (or none, for an HTTP/1.0 request without one) is passed on as it came.
+      // The client's Host is passed on as it came (router.ts gives HTTP/1.0 requests without one the public host).
       setHost: false,
     });
 
+    // Set once the service's whole answer is in: a service that then hangs up on the rest of the body has answered.
+    let answered = false;
     upstream.on('error', (err: NodeJS.ErrnoException) => {
-      if (req.socket.destroyed || res.writableEnded) return;
+      if (answered || req.socket.destroyed || res.writableEnded) return;
       const f = upstreamFailure(err, target.service);
       opts.log.warn('service unavailable', { service: target.service, status: f.status, error: err.code ?? err.message, path: requestPath(req.url ?? '/') });
       if (res.headersSent) {
@@ -84,7 +109,11 @@ export function createForwarder(opts: ForwarderOptions): Forward {
       answer.on('close', () => {
         if (!answer.complete) res.destroy();
       });
-      answer.pipe(res);
+      answer.pipe(res, { end: false });
+      answer.once('end', () => {
+        answered = true;
+        endAfterBody(req, res, upstream);
+      });
     });
 
     // A request without a body (no Content-Length, not chunked) is complete as it stands: end it now rather than

@@ -1,6 +1,6 @@
 // The router's request pipeline, for every server it is attached to (plain HTTP now; HTTPS in TLS mode):
 //
-//   request ──► client address (client-ip.ts) ──► route by path (routes.ts)
+//   request ──► client address (client-ip.ts; on HSE_LISTEN_SOCKET the peer is the proxy) ──► route by path (routes.ts)
 //           ──► drop hop-by-hop + forgeable headers, add ours (forward-headers.ts)
 //           ──► Upgrade present? ── yes ──► raw tunnel to the service (tunnel.ts)
 //                                └─ no  ──► forward over a kept-alive service connection (proxy.ts)
@@ -12,7 +12,7 @@ import type { TLSSocket } from 'node:tls';
 import type { Config } from '../../shared/config.ts';
 import type { Logger } from '../../shared/log.ts';
 import { serviceSocket } from '../../shared/paths.ts';
-import { resolveClientAddress } from './client-ip.ts';
+import { resolveClientAddress, resolveClientBehindSocket } from './client-ip.ts';
 import { Drain } from './drain.ts';
 import { dropHopByHop, forwardedProto, hopByHopNames, rewriteHeaders, rewriteRawHeaders, type ForwardInfo } from './forward-headers.ts';
 import { createForwarder } from './proxy.ts';
@@ -20,9 +20,14 @@ import { requestPath, routeFor } from './routes.ts';
 import { applyServerLimits, isH2cUpgrade } from './server-options.ts';
 import { tunnelRequest, tunnelUpgrade, TunnelSet, type Target } from './tunnel.ts';
 
+export interface AttachOptions {
+  /** The server listens on HSE_LISTEN_SOCKET: every peer is the proxy (client-ip.ts, resolveClientBehindSocket). */
+  unixSocket?: boolean;
+}
+
 export interface Router {
   /** Serves `server`'s requests and upgrades. The caller creates the server (routerServerOptions) and listens. */
-  attach(server: http.Server): void;
+  attach(server: http.Server, opts?: AttachOptions): void;
   /** Stops accepting, lets in-flight requests finish up to `deadlineMs`, closes tunnels. True if all finished. */
   drain(deadlineMs: number): Promise<boolean>;
   readonly tunnels: TunnelSet;
@@ -40,10 +45,20 @@ export function createRouter(cfg: Config, log: Logger): Router {
   const tunnelDeps = { log, tunnels };
 
   /** Null when the client's socket is already gone (no peer address). */
-  function prepare(req: http.IncomingMessage): Prepared | null {
-    const client = resolveClientAddress(req.socket.remoteAddress, req.headersDistinct['x-forwarded-for'], cfg.trustedProxies);
+  function prepare(req: http.IncomingMessage, viaSocket: boolean): Prepared | null {
+    const forwardedFor = req.headersDistinct['x-forwarded-for'];
+    const client = viaSocket
+      ? resolveClientBehindSocket(forwardedFor, cfg.trustedProxies)
+      : resolveClientAddress(req.socket.remoteAddress, forwardedFor, cfg.trustedProxies);
     if (client === null) return null;
     const encrypted = (req.socket as TLSSocket).encrypted === true;
+    if (req.headers.host === undefined) {
+      // HTTP/1.0 without Host (HTTP/1.1 without one is refused by Node with 400): every service gets the public host,
+      // as if the client had named it, so each answers such a request the same way instead of refusing a forwarded
+      // HTTP/1.1 request without Host. Both forms are set: the ordinary path forwards req.headers, tunnels rawHeaders.
+      req.headers.host = cfg.publicUrl.host;
+      req.rawHeaders.push('Host', cfg.publicUrl.host);
+    }
     const info: ForwardInfo = { client, proto: forwardedProto(cfg.proxyMode, cfg.tlsMode, encrypted), host: req.headers.host };
     const service = routeFor(requestPath(req.url ?? '/'));
     return { info, target: { service, socketPath: serviceSocket(cfg, service) } };
@@ -53,8 +68,8 @@ export function createRouter(cfg: Config, log: Logger): Router {
     return rewriteRawHeaders(req.rawHeaders, info, hopByHopNames(req.headers.connection, true));
   }
 
-  function onRequest(req: http.IncomingMessage, res: http.ServerResponse): void {
-    const p = prepare(req);
+  function onRequest(req: http.IncomingMessage, res: http.ServerResponse, viaSocket: boolean): void {
+    const p = prepare(req, viaSocket);
     if (p === null) {
       req.socket.destroy();
       return;
@@ -72,8 +87,8 @@ export function createRouter(cfg: Config, log: Logger): Router {
     forward(req, res, p.target);
   }
 
-  function onUpgrade(req: http.IncomingMessage, socket: Socket, head: Buffer): void {
-    const p = prepare(req);
+  function onUpgrade(req: http.IncomingMessage, socket: Socket, head: Buffer, viaSocket: boolean): void {
+    const p = prepare(req, viaSocket);
     if (p === null) {
       socket.destroy();
       return;
@@ -83,10 +98,11 @@ export function createRouter(cfg: Config, log: Logger): Router {
 
   return {
     tunnels,
-    attach(server) {
+    attach(server, opts = {}) {
+      const viaSocket = opts.unixSocket === true;
       applyServerLimits(server);
-      server.on('request', onRequest);
-      server.on('upgrade', onUpgrade);
+      server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => onRequest(req, res, viaSocket));
+      server.on('upgrade', (req: http.IncomingMessage, socket: Socket, head: Buffer) => onUpgrade(req, socket, head, viaSocket));
       drain.addServer(server);
     },
     drain: (deadlineMs) => drain.run(tunnels, deadlineMs),

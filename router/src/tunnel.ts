@@ -5,8 +5,10 @@
 // Sequence:
 //   1. send the service the request head: same method, target and headers as the client's (case and order kept),
 //      forgeable headers replaced (forward-headers.ts), hop-by-hop headers dropped, `Connection: Upgrade` set;
-//   2. hold the client's further bytes until the service answers, so nothing reaches the service outside a
-//      protocol it agreed to (no request can be smuggled past the router's header rewriting);
+//   2. pass on the request's own body (Content-Length bytes; a service may answer an upgrade request without
+//      switching, and needs its body for that), then hold the client's further bytes until the service answers, so
+//      nothing reaches the service outside a protocol it agreed to (no request can be smuggled past the router's
+//      header rewriting);
 //   3. on `101`: send the client the service's 101 head (status text and headers as the service wrote them, so
 //      `Upgrade:` is echoed exactly, which Go-based proxies in front of us insist on), then the bytes the service
 //      sent after it, then the bytes the client sent after its head, then splice both sockets;
@@ -141,19 +143,71 @@ export function tunnelUpgrade(req: http.IncomingMessage, client: Socket, head: B
     deps.log.warn('service unavailable for upgrade', { service: target.service, status: f.status, error: e.code ?? e.message });
     writeRawResponse(client, f.status, REASONS[f.status], f.body);
   });
+  // The request's own body (Content-Length bytes) is part of the request, not of the new protocol: it goes to the
+  // service now, whatever it answers. Only what the client sends after it waits for the 101.
+  const body = new RequestBody(client, head, Number(req.headers['content-length'] ?? 0), up);
   up.on('upgrade', (res: http.IncomingMessage, upSocket: Socket, upHead: Buffer) => {
     upSocket.on('error', () => {});
     if (client.destroyed) {
       upSocket.destroy();
       return;
     }
+    const after = body.stop();
     client.write(switchingHead(res));
     if (upHead.length > 0) client.write(upHead);
-    if (head.length > 0) upSocket.write(head);
+    if (after.length > 0) upSocket.write(after);
     splice(client, upSocket, deps, target.service);
   });
+  // The body keeps flowing to the service while the refusal is relayed, so the client is not reset mid-body.
   up.on('response', (res: http.IncomingMessage) => relayRefusal(client, res));
-  up.end();
+}
+
+/**
+ * Passes the body of an upgrade request (the 'upgrade' event path, where Node has handed over the raw socket) to the
+ * service: `declared` bytes from what arrived with the head, then from the socket, ending the upstream request once
+ * they are through. Bytes beyond the body are kept for after a 101.
+ */
+class RequestBody {
+  private readonly client: Socket;
+  private readonly up: http.ClientRequest;
+  private remaining: number;
+  private held: Buffer[] = [];
+  private readonly onData = (chunk: Buffer) => this.take(chunk);
+
+  constructor(client: Socket, head: Buffer, declared: number, up: http.ClientRequest) {
+    this.client = client;
+    this.up = up;
+    this.remaining = Number.isSafeInteger(declared) && declared > 0 ? declared : 0;
+    this.take(head);
+    if (this.remaining > 0) client.on('data', this.onData);
+  }
+
+  private take(chunk: Buffer): void {
+    if (chunk.length === 0 && this.remaining > 0) return;
+    const n = Math.min(this.remaining, chunk.length);
+    if (n > 0) {
+      this.remaining -= n;
+      if (!this.up.write(chunk.subarray(0, n)) && this.remaining > 0) {
+        this.client.pause();
+        this.up.once('drain', () => this.client.resume());
+      }
+    }
+    if (n < chunk.length) this.held.push(chunk.subarray(n));
+    if (this.remaining === 0) {
+      this.client.off('data', this.onData);
+      // Nothing reads the socket until the tunnel is spliced: further bytes wait in the kernel.
+      this.client.pause();
+      if (!this.up.writableEnded) this.up.end();
+    }
+  }
+
+  /** Stops passing body bytes on; returns what the client sent beyond them, to be sent after a 101. */
+  stop(): Buffer {
+    this.client.off('data', this.onData);
+    const after = Buffer.concat(this.held);
+    this.held = [];
+    return after;
+  }
 }
 
 /**

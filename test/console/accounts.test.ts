@@ -10,16 +10,20 @@ import { K } from '../../shared/redis-keys.ts';
 import { runProcess } from '../harness/process.ts';
 import { Client, PASSWORD, runTool, startConsole } from '../harness/console-client.ts';
 
-const CREATED = /first console administrator created: .* password=(\S+)/g;
+const CREATED = /first console administrator created: .* password in (\S+) /g;
 
-test('without a configured password one is generated, printed once with how to sign in, and stored only hashed', async (t) => {
+test('without a configured password one is generated into an owner-only file (never the log), and stored only hashed', async (t) => {
   const image = await startConsole({ env: { HSE_CONSOLE_PASSWORD: '' } });
   t.teardown(() => image.stop());
   const out = image.procs.console!.output();
   const lines = [...out.matchAll(CREATED)];
   t.is(lines.length, 1, out);
-  const password = lines[0][1];
+  const file = lines[0][1];
+  t.is(file, path.join(image.dataDir, 'first-admin-password'));
+  t.is(fs.statSync(file).mode & 0o777, 0o600, 'readable by the image user only');
+  const password = fs.readFileSync(file, 'utf8').trim();
   t.true(password.length >= 20);
+  t.false(out.includes(password), 'the password is not in the log');
   t.regex(out, new RegExp(`open ${image.env.HSE_PUBLIC_URL}/console and sign in as "admin"`));
 
   const stored = JSON.parse((await image.redis!.client().hget(K.consoleAccounts, 'admin'))!) as { passwordHash: string; role: string };
@@ -31,7 +35,8 @@ test('without a configured password one is generated, printed once with how to s
   t.is((await new Client(image.url).signIn('Admin', password)).status, 303, 'user names ignore case');
 
   await image.restart();
-  t.is([...image.logs().matchAll(CREATED)].length, 1, 'not printed again after a restart');
+  t.is([...image.logs().matchAll(CREATED)].length, 1, 'not created again after a restart');
+  t.is(fs.readFileSync(file, 'utf8').trim(), password, 'the file is left alone');
   t.is((await new Client(image.url).signIn('admin', password)).status, 303, 'the same password still works');
 });
 

@@ -70,3 +70,66 @@ test.serial('the limit lives in Redis per address, and expires with its window',
   const ttl = await redis.pttl(key);
   t.true(ttl > 0 && ttl <= 600_000, `TTL ${ttl}`);
 });
+
+/** An administrator's client, to create accounts and read the activity log. */
+async function administrator(): Promise<Client> {
+  const c = new Client(image.url, '127.0.3.1');
+  const r = await c.signIn('admin', PASSWORD);
+  if (r.status !== 303) throw new Error(`admin sign-in answered ${r.status}`);
+  return c;
+}
+
+async function entries(admin: Client, action: string): Promise<{ ip: string; actor: string; target: string; details: Record<string, unknown> }[]> {
+  const r = await admin.request(`/console/api/logs?action=${encodeURIComponent(action)}&limit=100`);
+  return (JSON.parse(r.body) as { entries: { ip: string; actor: string; target: string; details: Record<string, unknown> }[] }).entries;
+}
+
+test.serial('wrong current passwords on one’s own password change count like failed sign-ins', async (t) => {
+  const admin = await administrator();
+  await admin.post('/console/accounts', { username: 'ivan', role: 'auditor', password: 'ivan the auditor password' });
+  // Someone holding ivan's session (a stolen cookie) guesses at the current password to take the account over.
+  const thief = new Client(image.url, '127.0.4.1');
+  t.is((await thief.signIn('ivan', 'ivan the auditor password')).status, 303);
+  const statuses: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    const r = await thief.post('/console/account/password', { current: `guess-${i}`, password: 'taken over for good', confirm: 'taken over for good' });
+    statuses.push(r.status);
+  }
+  t.deepEqual(statuses, Array(10).fill(401));
+  const right = await thief.post('/console/account/password', {
+    current: 'ivan the auditor password',
+    password: 'taken over for good',
+    confirm: 'taken over for good',
+  });
+  t.is(right.status, 429, 'the right guess after ten wrong ones is refused like a sign-in');
+  t.regex(right.body, /Too many failed/);
+  t.truthy(right.headers['retry-after']);
+  t.is((await new Client(image.url, '127.0.5.1').signIn('ivan', 'ivan the auditor password')).status, 303, 'the password did not change');
+});
+
+test.serial('failures against one account from many addresses lock it against their networks, not against its owner', async (t) => {
+  const admin = await administrator();
+  await admin.post('/console/accounts', { username: 'judy', role: 'admin', password: 'judy has a long password' });
+  // An attacker with a whole network guesses from several of its addresses, each below the per-address limit.
+  for (const [addr, n] of [
+    ['127.0.6.1', 7],
+    ['127.0.6.2', 7],
+    ['127.0.6.3', 6],
+  ] as const) {
+    t.deepEqual(await fail(new Client(image.url, addr), n, 'judy'), Array(n).fill(401), addr);
+  }
+  // A fresh address of the same network: locked out of this account, even with the right password...
+  const fresh = new Client(image.url, '127.0.6.200');
+  const locked = await fresh.signIn('judy', 'judy has a long password');
+  t.is(locked.status, 429);
+  t.regex(locked.body, /judy/);
+  t.truthy(locked.headers['retry-after']);
+  t.is((await new Client(image.url, '127.0.6.201').signIn('admin', PASSWORD)).status, 303, '...but not out of other accounts');
+  // ...while the owner, from a network that has not failed, signs in.
+  t.is((await new Client(image.url, '127.0.7.1').signIn('judy', 'judy has a long password')).status, 303);
+  // (The earlier tests' twenty failures for "admin" locked that account too: only judy's lock is this test's.)
+  const lock = (await entries(admin, 'console.signin_account_locked')).filter((e) => e.target === 'judy');
+  t.is(lock.length, 1, JSON.stringify(lock));
+  t.like(lock[0], { target: 'judy' });
+  t.true(Number(lock[0].details.failures) >= 20, JSON.stringify(lock[0]));
+});

@@ -5,6 +5,7 @@ import fc from 'fast-check';
 import { csvCell } from '../../services/console/src/activity/csv.ts';
 import { parseTime, readFilter } from '../../services/console/src/activity/filter.ts';
 import { compareIds } from '../../services/console/src/activity/query.ts';
+import { networkOf } from '../../services/console/src/auth/account-throttle.ts';
 import { attemptedName } from '../../services/console/src/auth/login-routes.ts';
 import { limitKey } from '../../services/console/src/auth/signin-limit.ts';
 import { clientAddress } from '../../services/console/src/request/client-address.ts';
@@ -95,6 +96,16 @@ test('rate-limit budget: one per IPv4 address, one per IPv6 /64', (t) => {
   t.is(limitKey('2001:db8:1:2:aaaa::1'), limitKey('2001:db8:1:2:bbbb::2'));
   t.not(limitKey('2001:db8:1:2::1'), limitKey('2001:db8:1:3::1'));
   t.is(limitKey(''), 'unknown');
+});
+
+test('account lock: one network per IPv4 /24 and per IPv6 /48, so a /48 brings no fresh networks', (t) => {
+  t.is(networkOf('203.0.113.7'), '203.0.113.0/24');
+  t.is(networkOf('::ffff:203.0.113.200'), '203.0.113.0/24');
+  t.not(networkOf('203.0.113.7'), networkOf('203.0.114.7'));
+  t.is(networkOf('2001:db8:1:ffff::1'), networkOf('2001:db8:1:2:bbbb::2'));
+  t.is(networkOf('2001:db8:1::1'), '2001:db8:1::/48');
+  t.not(networkOf('2001:db8:1::1'), networkOf('2001:db8:2::1'));
+  t.is(networkOf(''), 'unknown');
 });
 
 test('the client address is read from the router header only, normalised, and junk is ignored', (t) => {

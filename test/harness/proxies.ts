@@ -38,10 +38,11 @@ export function missingProxy(kind: ProxyKind): string | null {
   return findBinary(BINARY[kind]) ? null : `${BINARY[kind]} not found; install it: ${INSTALL[kind]}`;
 }
 
-export interface Upstream {
-  host: string;
-  port: number;
-}
+/** Where the proxy reaches hse: its TCP port, or the router's Unix socket (HSE_LISTEN_SOCKET; nginx and Caddy only). */
+export type Upstream = { host: string; port: number } | { socket: string };
+
+/** The socket path the examples show in their commented-out socket variant. */
+const EXAMPLE_SOCKET = '/run/hse/router.sock';
 
 export interface ProxyOptions {
   /** The public host name the proxy serves; the tests use the IP literal of test/harness/ca.ts. */
@@ -107,7 +108,13 @@ export function nginxSite(opts: ProxyOptions, ports: Ports): string {
   s = substitute(s, /^[ \t]*ssl_certificate[ \t]+\S+;/gm, `    ssl_certificate     ${opts.ca.certFile};`, f);
   s = substitute(s, /^[ \t]*ssl_certificate_key[ \t]+\S+;/gm, `    ssl_certificate_key ${opts.ca.keyFile};`, f);
   s = substitute(s, EXAMPLE_DOMAIN, opts.domain, f);
-  s = substitute(s, '127.0.0.1:8080', `${opts.upstream.host}:${opts.upstream.port}`, f);
+  if ('socket' in opts.upstream) {
+    // The example's own socket line, uncommented, replaces the TCP server line.
+    s = substitute(s, /^[ \t]*server 127\.0\.0\.1:8080;\n/gm, '', f);
+    s = substitute(s, new RegExp(`^([ \\t]*)# (server unix:)${EXAMPLE_SOCKET.replace(/[./]/g, '\\$&')};`, 'gm'), `    server unix:${opts.upstream.socket};`, f);
+  } else {
+    s = substitute(s, '127.0.0.1:8080', `${opts.upstream.host}:${opts.upstream.port}`, f);
+  }
   s = substitute(s, /^\s*listen \[::\]:\d+( ssl)?;\n/gm, '', f);
   s = substitute(s, /listen 443 ssl;/g, `listen 127.0.0.1:${ports.https} ssl;`, f);
   s = substitute(s, /listen 80;/g, `listen 127.0.0.1:${ports.http};`, f);
@@ -144,7 +151,13 @@ export function caddyfile(opts: ProxyOptions, ports: Ports, dir: string): string
   const f = 'caddy/Caddyfile';
   let s = read(f, opts);
   s = substitute(s, `${EXAMPLE_DOMAIN} {`, `https://${opts.domain}:${ports.https} {\n\ttls ${opts.ca.certFile} ${opts.ca.keyFile}\n\tbind 127.0.0.1`, f);
-  s = substitute(s, '127.0.0.1:8080', `${opts.upstream.host}:${opts.upstream.port}`, f);
+  if ('socket' in opts.upstream) {
+    // The example's comment gives the socket form of the reverse_proxy line; it replaces the TCP one.
+    substitute(s, `reverse_proxy unix/${EXAMPLE_SOCKET} {`, '', f);
+    s = substitute(s, /reverse_proxy 127\.0\.0\.1:8080 \{/g, `reverse_proxy unix/${opts.upstream.socket} {`, f);
+  } else {
+    s = substitute(s, '127.0.0.1:8080', `${opts.upstream.host}:${opts.upstream.port}`, f);
+  }
   const global = [
     '{',
     '\tadmin off',
@@ -176,6 +189,7 @@ export function traefikStatic(opts: ProxyOptions, ports: Ports, dynamicFile: str
 /** Dynamic configuration: the example's, with the test certificate instead of the ACME resolver. */
 export function traefikDynamic(opts: ProxyOptions): string {
   const f = 'traefik/hse.yml';
+  if ('socket' in opts.upstream) throw new Error('Traefik cannot proxy to a Unix socket (advanced/proxy.md, "Shared host")');
   let s = read(f);
   s = substitute(s, EXAMPLE_DOMAIN, opts.domain, f);
   s = substitute(s, 'http://127.0.0.1:8080', `http://${opts.upstream.host}:${opts.upstream.port}`, f);
@@ -200,6 +214,7 @@ export function traefikDynamic(opts: ProxyOptions): string {
 // Nginx Proxy Manager
 
 export function npmProxyHost(opts: ProxyOptions): NpmProxyHost {
+  if ('socket' in opts.upstream) throw new Error('Nginx Proxy Manager forwards to a host and port only');
   const host = JSON.parse(read('npm/proxy-host.json')) as NpmProxyHost;
   if (!host.domain_names.includes(EXAMPLE_DOMAIN) || host.forward_port !== 8080) {
     throw new Error('npm/proxy-host.json: expected domain vpn.example.com and forward port 8080; update test/harness/proxies.ts with the example');

@@ -3,7 +3,7 @@
 // cookie flags on plain http and behind an https public URL, and the Content-Security-Policy on every kind of
 // response — with pages that would actually work under it (no inline script, handlers or style attributes).
 import test from 'ava';
-import { Client, cookieAttributes } from '../harness/console-client.ts';
+import { Client, cookieAttributes, type EventStream } from '../harness/console-client.ts';
 import { startImage, type Image } from '../harness/image.ts';
 import { CONSOLE_PASSWORD } from './lib/supervised-image.ts';
 
@@ -159,4 +159,67 @@ test('CSP on every kind of console response, strict, and pages that need nothing
       t.notRegex(r.body, /\bat [^\n]*\.(ts|js):\d+:\d+/, `${what}: no stack trace`);
     }
   }
+});
+
+test('a deleted account’s session stays dead when an account of the same name is created again', async (t) => {
+  const admin = new Client(image.url);
+  await admin.signIn('admin', CONSOLE_PASSWORD);
+  t.is((await admin.post('/console/accounts', { username: 'carol', role: 'auditor', password: 'carol the auditor password' })).status, 303);
+  const carol = new Client(image.url, '127.0.0.9');
+  t.is((await carol.signIn('carol', 'carol the auditor password')).status, 303);
+  t.is((await carol.request('/console/api/logs')).status, 200, 'the auditor reads the log while the account exists');
+  const oldCsrf = await carol.sessionCsrf();
+
+  t.is((await admin.post('/console/accounts/carol/delete')).status, 303);
+  t.is((await admin.post('/console/accounts', { username: 'Carol', role: 'admin', password: 'a different carol entirely' })).status, 303);
+
+  // The old auditor cookie, replayed: no page, no API, and certainly not the new administrator's powers.
+  const replay = new Client(image.url, '127.0.0.9');
+  for (const [k, v] of carol.jar) replay.jar.set(k, v);
+  t.is((await replay.request('/console/api/logs')).status, 401);
+  t.is((await replay.request('/console/machines')).status, 302);
+  const keys = await replay.request('/console/keys', { form: { csrf: oldCsrf, newUser: 'carolsteam', lifetime: '3600' } });
+  t.is(keys.status, 403);
+  t.is(await viewer(replay), null);
+  // The new Carol signs in with her own password and is an administrator.
+  const newCarol = new Client(image.url);
+  t.is((await newCarol.signIn('carol', 'a different carol entirely')).status, 303);
+  t.is(await viewer(newCarol), 'Carol');
+});
+
+test('one account opening live views over and over cannot take the slots another account needs', async (t) => {
+  const admin = new Client(image.url);
+  await admin.signIn('admin', CONSOLE_PASSWORD);
+  await admin.post('/console/accounts', { username: 'greedy', role: 'auditor', password: 'greedy opens many streams' });
+  const greedy = new Client(image.url, '127.0.0.10');
+  t.is((await greedy.signIn('greedy', 'greedy opens many streams')).status, 303);
+  // A second session of the same account, as a second browser would have.
+  const greedy2 = new Client(image.url, '127.0.0.10');
+  t.is((await greedy2.signIn('greedy', 'greedy opens many streams')).status, 303);
+
+  const open: EventStream[] = [];
+  t.teardown(() => {
+    for (const s of open) s.close();
+  });
+  let refusedFirstAt = -1;
+  const statuses = new Map<number, number>();
+  // More than the console's whole budget (500 per process): a greedy account must be stopped well before it.
+  for (let i = 0; i < 520; i++) {
+    const who = i % 2 === 0 ? greedy : greedy2;
+    const s = i % 3 === 0 ? await who.streamAt('/console/machines/stream') : await who.stream();
+    statuses.set(s.res.statusCode!, (statuses.get(s.res.statusCode!) ?? 0) + 1);
+    if (s.res.statusCode === 200) open.push(s);
+    else {
+      s.close();
+      if (refusedFirstAt === -1) refusedFirstAt = i;
+    }
+  }
+  t.true(refusedFirstAt > 0 && refusedFirstAt < 100, `the greedy account was first refused after ${refusedFirstAt} streams (${JSON.stringify([...statuses])})`);
+  // Another account's live views still open.
+  const logs = await admin.stream();
+  const machines = await admin.streamAt('/console/machines/stream');
+  open.push(logs, machines);
+  t.is(logs.res.statusCode, 200);
+  t.is(machines.res.statusCode, 200);
+  await logs.waitForText(': connected');
 });

@@ -12,12 +12,35 @@ import { Redis } from 'ioredis';
 import { freePort, NODE, ROOT } from '../harness/process.ts';
 import { request } from '../router/client.ts';
 import { Pm2 } from './pm2.ts';
+import { FIRST_MS, MAX_MS, RESET_AFTER_MS, restartDelay, stoppedCleanly } from '../../shared/restart-backoff.ts';
 
 const run = promisify(execFile);
 
 function tempDataDir(): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'hse-sup-'));
 }
+
+test('restart backoff: 0.5 s growing ×1.5 to 15 s for quick exits, none after 30 s running or a clean stop', (t) => {
+  const runDir = tempDataDir();
+  t.teardown(() => fs.rmSync(runDir, { recursive: true, force: true }));
+  let now = 1_000_000;
+  const waits: number[] = [];
+  t.is(restartDelay(runDir, 'router', now), 0, 'the first start waits for nothing');
+  for (let i = 0; i < 12; i++) {
+    now += waits.at(-1) ?? 0;
+    now += 1_000; // ran a second, then exited
+    waits.push(restartDelay(runDir, 'router', now));
+  }
+  t.deepEqual(waits.slice(0, 4), [FIRST_MS, 750, 1125, 1687]);
+  t.is(Math.max(...waits), MAX_MS);
+  t.is(waits.at(-1), MAX_MS);
+  now += MAX_MS + RESET_AFTER_MS;
+  t.is(restartDelay(runDir, 'router', now), 0, 'a process that ran 30 s counts as healthy again');
+  t.is(restartDelay(runDir, 'router', now + 1_000), FIRST_MS);
+  stoppedCleanly(runDir, 'router');
+  t.is(restartDelay(runDir, 'router', now + 2_000), 0, 'a clean stop is not a failure');
+  t.is(restartDelay(runDir, 'console', now + 2_000), 0, 'each process has its own');
+});
 
 test('a refused configuration exits 2 once and is not restarted', async (t) => {
   const dataDir = tempDataDir();
@@ -31,6 +54,10 @@ test('a refused configuration exits 2 once and is not restarted', async (t) => {
       const later = await pm2.app(name);
       t.is(later.pm2_env.restart_time, 0, `${name} was not restarted`);
       t.is(later.pid, 0, `${name} is not running`);
+      // And pm2 says so: `pm2 ls` shows it stopped (not "waiting restart"), and its log does not promise a restart.
+      t.is(later.pm2_env.status, 'stopped', `${name} as pm2 ls shows it`);
+      const daemonLog = fs.readFileSync(path.join(pm2.home, 'pm2.log'), 'utf8');
+      t.notRegex(daemonLog, new RegExp(`\\[${name}:\\d+\\] will restart`), daemonLog);
       const refusals = pm2
         .log(a)
         .split('\n')
@@ -43,6 +70,36 @@ test('a refused configuration exits 2 once and is not restarted', async (t) => {
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
 });
+
+test("pm2's home, its log directory and the apps' log files are private to the user running it", async (t) => {
+  const dataDir = tempDataDir();
+  const port = await freePort();
+  const pm2 = new Pm2({ HSE_DATA_DIR: dataDir, HSE_HTTP_PORT: String(port) });
+  try {
+    // As pm2 leaves a fresh home (mkdir with the usual umask): readable by everyone.
+    fs.chmodSync(pm2.home, 0o755);
+    await pm2.cli('start', 'ecosystem.config.js', '--only', 'router');
+    const router = await pm2.waitApp('router', (a) => /listening on/.test(pm2.log(a)), 'the router listening');
+    const files = [router.pm2_env.pm_out_log_path, router.pm2_env.pm_err_log_path];
+    for (const dir of [pm2.home, ...new Set(files.map((f) => path.dirname(f)))]) {
+      t.is(fs.statSync(dir).mode & 0o077, 0, `${dir} is closed to group and others`);
+    }
+    for (const f of files) {
+      t.is(fs.statSync(f).mode & 0o077, 0, `${f} is readable by its owner only`);
+      t.is(await readAsNobody(f), 'EACCES', f);
+    }
+  } finally {
+    await pm2.kill();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+/** Tries to read a file as the unprivileged user `nobody`: "read" or the error code. */
+async function readAsNobody(file: string): Promise<string> {
+  const code = `try{require('fs').readFileSync(${JSON.stringify(file)});console.log('read')}catch(e){console.log(e.code)}`;
+  const { stdout } = await run(NODE, ['-e', code], { uid: 65534, gid: 65534, env: { PATH: process.env.PATH } });
+  return stdout.trim();
+}
 
 test('pm2 runs the embedded Redis (AOF, fsync always, Unix socket only) and the router; Redis keeps its data across kill -9', async (t) => {
   const dataDir = tempDataDir();

@@ -44,7 +44,7 @@ function upstreamHeaders(h: http2.IncomingHttpHeaders, info: ForwardInfo, endAft
     if (name.startsWith(':') || value === undefined) continue;
     out[name] = value;
   }
-  if (info.host !== undefined) out.host = info.host;
+  out.host = info.host;
   dropHopByHop(out);
   // HTTP/2 has no 100-continue handshake to pass on; the service must not wait for one.
   delete out.expect;
@@ -90,7 +90,11 @@ export function forwardStream(stream: http2.ServerHttp2Stream, headers: http2.In
     stream.close(http2.constants.NGHTTP2_CANCEL);
     return;
   }
-  const info: ForwardInfo = { client, proto: forwardedProto(cfg.proxyMode, cfg.tlsMode, true), host: one(headers[':authority']) ?? one(headers.host) };
+  const info: ForwardInfo = {
+    client,
+    proto: forwardedProto(cfg.proxyMode, cfg.tlsMode, true),
+    host: one(headers[':authority']) ?? one(headers.host) ?? cfg.publicUrl.host,
+  };
   const service = routeFor(requestPath(target));
   const up = http.request({
     socketPath: serviceSocket(cfg, service),

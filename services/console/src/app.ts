@@ -15,10 +15,12 @@ import { ownAccountRoutes } from './accounts/own-account-routes.ts';
 import { logsRoutes } from './activity/logs-routes.ts';
 import { streamRoute } from './activity/stream-route.ts';
 import type { ActivityTail } from './activity/tail.ts';
+import { AccountThrottle } from './auth/account-throttle.ts';
 import { Accounts } from './auth/accounts.ts';
 import { loginRoutes, type RecordActivity } from './auth/login-routes.ts';
 import { csrfGuard, requireSession } from './auth/require-session.ts';
 import { currentSession, loginCookieName, sessionOptions } from './auth/session.ts';
+import { accountOfSession } from './auth/session-check.ts';
 import { SigninLimiter } from './auth/signin-limit.ts';
 import { errorHandler, PageError, STORE_UNAVAILABLE } from './errors.ts';
 import type { ChangeFeed } from './network/change-feed.ts';
@@ -74,6 +76,7 @@ export function createConsole(d: ConsoleDeps): ConsoleApp {
   const accounts = new Accounts(redis);
   const clientIp = (ctx: Context) => clientAddress(ctx.req.headers);
   const limiter = new SigninLimiter(redis, clientIp);
+  const throttle = new AccountThrottle(redis);
   const record: RecordActivity = async (ctx, action, actor, target, details) => {
     await d.activity.record({ action, actor, ip: clientIp(ctx), target, details });
   };
@@ -83,8 +86,8 @@ export function createConsole(d: ConsoleDeps): ConsoleApp {
   const viewerOf = async (ctx: Context): Promise<Viewer | null> => {
     if (!ready) return null;
     const s = currentSession(ctx);
-    const account = s ? await accounts.get(s.account) : null;
-    return s && account && !account.disabled ? { username: account.username, role: account.role, csrf: s.csrf } : null;
+    const account = s ? await accountOfSession(accounts, s) : null;
+    return s && account ? { username: account.username, role: account.role, csrf: s.csrf } : null;
   };
   app.use(drainRequestBody);
   app.use(errorHandler({ redis, log, csp, viewer: viewerOf }));
@@ -115,7 +118,8 @@ export function createConsole(d: ConsoleDeps): ConsoleApp {
     ctx.redirect(publicUrl(cfg, currentSession(ctx) ? homePath() : '/console/login'));
   });
   const choices = { passwords: cfg.oidc?.consolePasswords ?? true, provider: cfg.oidc ? { name: cfg.oidc.displayName } : null };
-  loginRoutes(router, { cfg, accounts, limiter, record, clientIp, loginCsrf, log: log.child('auth'), choices });
+  const guard = { limiter, throttle, record, clientIp, log: log.child('auth') };
+  loginRoutes(router, { cfg, accounts, loginCsrf, choices, ...guard });
   logsRoutes(router, { cfg, redis, log: log.child('logs'), gate });
   streamRoute(router, { redis, accounts, tail: d.tail, log: log.child('tail'), gate });
   const network: NetworkDeps = { cfg, admin: d.admin, gate, feed: d.feed, redis, accounts, log: log.child('network') };
@@ -131,7 +135,7 @@ export function createConsole(d: ConsoleDeps): ConsoleApp {
   keysRoutes(router, network);
   dnsRoutes(router, network);
   accountsRoutes(router, { cfg, accounts, gate, record });
-  ownAccountRoutes(router, { cfg, accounts, gate, record });
+  ownAccountRoutes(router, { cfg, accounts, gate, record, guard });
 
   app.use(router.routes());
   app.use(async (ctx: Context) => {

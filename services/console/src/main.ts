@@ -9,6 +9,7 @@ import { AdminClient } from '../../../shared/admin-client.ts';
 import { loadConfig } from '../../../shared/config.ts';
 import { Logger } from '../../../shared/log.ts';
 import { adminSocket, ensureDirs, listenOnSocket, serviceSocket } from '../../../shared/paths.ts';
+import { stoppedCleanly, waitAfterQuickExit } from '../../../shared/restart-backoff.ts';
 import { connectRedis } from '../../../shared/redis.ts';
 import { ActivityTail } from './activity/tail.ts';
 import { createConsole } from './app.ts';
@@ -20,6 +21,7 @@ import { ChangeFeed } from './network/change-feed.ts';
 const cfg = loadConfig('console');
 const log = new Logger('console', cfg.logLevel);
 ensureDirs(cfg);
+await waitAfterQuickExit(cfg.runDir, 'console');
 refuseBadPasswordSetting();
 
 const redis = connectRedis(cfg, log, 'console');
@@ -102,6 +104,7 @@ function shutdown(signal: string): void {
     tail.stop();
     feed.stop();
     redis.disconnect();
+    stoppedCleanly(cfg.runDir, 'console');
     process.exit(0);
   });
   for (const s of openStreams) s.end();
@@ -112,6 +115,7 @@ function shutdown(signal: string): void {
   setTimeout(() => {
     log.warn('requests still running at shutdown deadline; closing them');
     server.closeAllConnections();
+    stoppedCleanly(cfg.runDir, 'console');
     process.exit(0);
   }, 10_000).unref();
 }

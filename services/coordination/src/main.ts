@@ -68,9 +68,11 @@ runService('coordination', async ({ cfg, log }) => {
       return;
     }
     if (path === '/health') {
+      // Public (every path but /console and /derp reaches us through the router): up or down and nothing more. How
+      // many streams are open is for the operator, on the admin socket (GET /v1/health).
       redis
         .ping()
-        .then(() => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: true, streams: hub.streamCount })))
+        .then(() => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: true })))
         .catch(() => res.writeHead(503, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: false, error: 'store unavailable' })));
       return;
     }

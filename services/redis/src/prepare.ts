@@ -10,6 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { loadConfig } from '../../../shared/config.ts';
 import { Logger } from '../../../shared/log.ts';
 import { ensureDirs, redisSocket } from '../../../shared/paths.ts';
+import { stoppedCleanly, waitAfterQuickExit } from '../../../shared/restart-backoff.ts';
 import { redisCommand } from './probe.ts';
 import { redisPaths, writeRedisConf } from './redis-conf.ts';
 
@@ -22,6 +23,9 @@ if (cfg.redisUrl !== null) {
 }
 
 ensureDirs(cfg);
+// redis-server removes its socket when it shuts down cleanly; a socket left behind means it did not (killed, crashed).
+if (!fs.existsSync(redisSocket(cfg))) stoppedCleanly(cfg.runDir, 'redis');
+await waitAfterQuickExit(cfg.runDir, 'redis');
 const paths = redisPaths(cfg.dataDir, redisSocket(cfg));
 writeRedisConf(paths);
 

@@ -330,7 +330,12 @@ export async function signInSpray(base: string, redis: Redis, addresses: string[
   const token = await c.loginForm();
   const statuses: Record<string, number> = {};
   await pool(addresses, concurrency, async (ip) => {
-    const r = await c.request('/console/login', { form: { username: 'admin', password: `wrong-${ip}`, csrf: token }, headers: { 'x-forwarded-for': ip } });
+    // A name per address: this measures the per-address limit (and argon2id's cost) alone. Against one name, the
+    // per-account lock (auth/account-throttle.ts) would refuse most of these after the twentieth failure.
+    const r = await c.request('/console/login', {
+      form: { username: `sprayed-${ip.replace(/:/g, '.')}`, password: `wrong-${ip}`, csrf: token },
+      headers: { 'x-forwarded-for': ip },
+    });
     statuses[String(r.status)] = (statuses[String(r.status)] ?? 0) + 1;
   });
   const keys = await redis.keys(`${K.consoleRateLimitPrefix}*`);

@@ -159,7 +159,8 @@ export function accountsRoutes(router: Router, d: AccountsDeps): void {
   router.post('/console/accounts/:name/delete', d.gate, requireAdmin, async (ctx) => {
     await change(ctx, async () => {
       const a = await target(ctx, { removesAdmin: true });
-      // Without the account the session gate refuses every session of it at the next request.
+      // Its sessions are bound to its id (auth/accounts.ts), which no later account gets: the session gate refuses
+      // them at their next request, even once another account takes the name.
       await d.accounts.delete(a.username);
       await d.record(ctx, 'console.account_delete', viewerOf(ctx).username, a.username, { role: a.role, sessionsEnded: true });
       done(ctx, `Deleted the account ${a.username}.`);

@@ -1,6 +1,7 @@
 // Everyone's own account, auditors included: the one change an auditor may make.
 //   GET  /console/account
-//   POST /console/account/password   current, password, confirm   -> 303 | 400/401 page with the reason
+//   POST /console/account/password   current, password, confirm   -> 303 | 400/401/429 page with the reason
+// The current-password check counts like a sign-in (auth/password-guard.ts): a stolen session cannot guess freely.
 // A changed password ends the account's other sessions (sessionsNotBefore); this one continues under a new session
 // id, as after a sign-in, since the person just proved the password again.
 import type Router from '@koa/router';
@@ -9,6 +10,7 @@ import type { Config } from '../../../../shared/config.ts';
 import type { Accounts } from '../auth/accounts.ts';
 import type { RecordActivity } from '../auth/login-routes.ts';
 import type { ConsoleState } from '../auth/require-session.ts';
+import { afterPasswordCheck, beforePasswordCheck, type GuardDeps } from '../auth/password-guard.ts';
 import type { SessionData } from '../auth/session.ts';
 import { FormProblem } from '../network/act.ts';
 import { setFlash, takeFlash } from '../request/flash.ts';
@@ -24,6 +26,7 @@ export interface OwnAccountDeps {
   accounts: Accounts;
   gate: Middleware;
   record: RecordActivity;
+  guard: GuardDeps;
 }
 
 export function ownAccountRoutes(router: Router, d: OwnAccountDeps): void {
@@ -44,7 +47,18 @@ export function ownAccountRoutes(router: Router, d: OwnAccountDeps): void {
     try {
       const account = await d.accounts.get(viewer.username);
       if (!account) throw new FormProblem('Your account no longer exists.');
-      if (!(await verifyPassword(field(form, 'current'), account.passwordHash))) {
+      // The current password is guessed here like at sign-in (by whoever holds the session), so it has the same limits.
+      const refused = await beforePasswordCheck(ctx, d.guard, account.username);
+      if (refused) {
+        const minutes = Math.ceil(refused.retryAfter / 60);
+        throw new FormProblem(
+          `Too many failed password checks ${refused.kind === 'address' ? 'from your address' : 'for this account from your network'}, so nothing was checked or changed. Try again in ${minutes} minute${minutes === 1 ? '' : 's'}.`,
+          429,
+        );
+      }
+      const currentOk = await verifyPassword(field(form, 'current'), account.passwordHash);
+      await afterPasswordCheck(ctx, d.guard, account.username, currentOk);
+      if (!currentOk) {
         await d.record(ctx, 'console.password_change_failed', account.username, account.username, { reason: 'wrong current password' });
         throw new FormProblem('The current password is not right, so nothing was changed.', 401);
       }

@@ -18,7 +18,7 @@ import type { Accounts } from '../auth/accounts.ts';
 import { sessionId } from '../auth/session.ts';
 import { sessionStillLive } from '../auth/session-check.ts';
 import { PageError } from '../errors.ts';
-import { MAX_STREAMS, openStreams } from '../request/open-streams.ts';
+import { claimStreamSlot, openStreams } from '../request/open-streams.ts';
 import { readFilter } from './filter.ts';
 import { compareIds, entriesAfter, STREAM_ID_RE } from './query.ts';
 import type { ActivityTail } from './tail.ts';
@@ -54,10 +54,9 @@ function frame(e: ActivityEntry): string {
 
 export function streamRoute(router: Router, d: StreamDeps): void {
   router.get('/console/logs/stream', d.gate, async (ctx) => {
-    if (openStreams.size >= MAX_STREAMS)
-      throw new PageError(503, 'Too many live tails', 'Too many live tails are open on this console; close some Logs tabs and retry.');
     const f = readFilter(ctx.query);
     if (f.errors.length) throw new PageError(400, 'Bad filter', f.errors.join(' '));
+    const release = claimStreamSlot(ctx, 'live tails');
     const sid = sessionId(ctx);
     let cursor = startId(ctx);
 
@@ -86,6 +85,7 @@ export function streamRoute(router: Router, d: StreamDeps): void {
     ctx.res.once('close', () => {
       gone = true;
       out?.destroy();
+      release();
     });
     const sub = d.tail.subscribe(deliver);
     let backlog: ActivityEntry[];
@@ -98,10 +98,12 @@ export function streamRoute(router: Router, d: StreamDeps): void {
       backlog = await entriesAfter(d.redis, cursor, CATCH_UP_MAX);
     } catch (e) {
       sub.close();
+      release();
       throw e;
     }
     if (gone) {
       sub.close();
+      release();
       return;
     }
 
@@ -151,6 +153,7 @@ export function streamRoute(router: Router, d: StreamDeps): void {
       clearInterval(beat);
       sub.close();
       openStreams.delete(stream);
+      release();
     };
     stream.once('close', cleanup);
   });

@@ -2,12 +2,19 @@
 // field = lower-cased user name, value = Account JSON. Names are matched without regard to case so "Admin" typed on
 // a phone that capitalises the first letter still finds "admin". An administrator changes things, an auditor only
 // reads (auth/role.ts).
+//
+// A name is not an identity: an account can be deleted and another created under the same name. So every account
+// gets an id of its own when it is created, never reused, and a session belongs to that id (auth/session.ts): a
+// session of a deleted account never comes back as a session of a later account that took the name.
+import crypto from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { K } from '../../../../shared/redis-keys.ts';
 
 export type Role = 'admin' | 'auditor';
 
 export interface Account {
+  /** Random, given at creation and never changed or reused; sessions are bound to it (see the top of this file). */
+  id: string;
   /** As first written, for display. */
   username: string;
   role: Role;
@@ -35,11 +42,18 @@ export function accountKey(username: string): string {
   return username.toLowerCase();
 }
 
+/** An account as created: everything but the id, which createIfMissing gives it. */
+export type NewAccount = Omit<Account, 'id'>;
+
 function parse(json: string | null): Account | null {
   if (json === null) return null;
   try {
     const a = JSON.parse(json) as Account;
-    return typeof a.username === 'string' && typeof a.passwordHash === 'string' ? a : null;
+    if (typeof a.username !== 'string' || typeof a.passwordHash !== 'string') return null;
+    // Written before accounts had ids: the creation time stands in. A re-created account gets a random id, so an
+    // old account's sessions still cannot pass for the new one's.
+    if (typeof a.id !== 'string' || a.id === '') a.id = `created:${a.createdAt}`;
+    return a;
   } catch {
     return null;
   }
@@ -56,9 +70,13 @@ export class Accounts {
     return parse(await this.redis.hget(K.consoleAccounts, accountKey(username)));
   }
 
-  /** Creates the account unless one with that name exists (atomic, so two console processes cannot both create it). */
-  async createIfMissing(a: Account): Promise<boolean> {
-    return (await this.redis.hsetnx(K.consoleAccounts, accountKey(a.username), JSON.stringify(a))) === 1;
+  /**
+   * Creates the account, with a new id, unless one with that name exists (atomic, so two console processes cannot
+   * both create it). Returns the account created, or null when the name was taken.
+   */
+  async createIfMissing(a: NewAccount): Promise<Account | null> {
+    const account: Account = { id: crypto.randomBytes(16).toString('base64url'), ...a };
+    return (await this.redis.hsetnx(K.consoleAccounts, accountKey(a.username), JSON.stringify(account))) === 1 ? account : null;
   }
 
   async put(a: Account): Promise<void> {

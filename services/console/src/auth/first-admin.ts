@@ -1,9 +1,10 @@
 // The first administrator: HSE_CONSOLE_USER (default "admin") with the password from HSE_CONSOLE_PASSWORD or the file
-// named by HSE_CONSOLE_PASSWORD_FILE. With neither, a strong password is generated, stored only as a hash, and printed
-// once to the log together with how to sign in. The configured password is used only when the account is created;
+// named by HSE_CONSOLE_PASSWORD_FILE. With neither, a strong password is generated, stored only as a hash, and written
+// to $HSE_DATA_DIR/first-admin-password (mode 600); the log says where and how to sign in, never the password. The configured password is used only when the account is created;
 // afterwards the stored hash is what counts (a later change of the setting is reported, not applied), and a lost
 // password is reset with services/console/src/reset-password.ts.
 import fs from 'node:fs';
+import path from 'node:path';
 import type { Config } from '../../../../shared/config.ts';
 import type { Logger } from '../../../../shared/log.ts';
 import { generatePassword, hashPassword, verifyPassword } from '../security/password-hash.ts';
@@ -59,25 +60,53 @@ export async function ensureFirstAdmin(cfg: Config, accounts: Accounts, log: Log
     log.warn('the configured console password is shorter than 12 characters; choose a longer one', { user: cfg.consoleUser });
   }
   const password = configured ?? generatePassword();
+  // A generated password is written (owner-only) before the account exists, so a data directory that cannot take it
+  // fails here, retried, rather than after: an account whose only password went nowhere would be locked for good.
+  const file = firstAdminPasswordFile(cfg);
+  const pending = configured === null ? writePrivate(`${file}.${process.pid}`, `${password}\n`) : null;
   const now = new Date().toISOString();
-  const created = await accounts.createIfMissing({
-    username: cfg.consoleUser,
-    role: 'admin',
-    passwordHash: await hashPassword(password),
-    disabled: false,
-    createdAt: now,
-    createdBy: 'system',
-    passwordChangedAt: now,
-    sessionsNotBefore: 0,
-  });
-  if (!created) return; // another console process created it a moment ago
+  let created: boolean;
+  try {
+    created = !!(await accounts.createIfMissing({
+      username: cfg.consoleUser,
+      role: 'admin',
+      passwordHash: await hashPassword(password),
+      disabled: false,
+      createdAt: now,
+      createdBy: 'system',
+      passwordChangedAt: now,
+      sessionsNotBefore: 0,
+    }));
+  } catch (e) {
+    if (pending !== null) fs.rmSync(pending, { force: true });
+    throw e;
+  }
+  if (!created) {
+    // Another console process created it a moment ago (and wrote its own file).
+    if (pending !== null) fs.rmSync(pending, { force: true });
+    return;
+  }
+  if (pending !== null) fs.renameSync(pending, file);
   if (configured !== null) {
     log.info('first console administrator created with the configured password', { user: cfg.consoleUser });
     return;
   }
-  // Printed exactly once: only the process whose HSETNX created the account gets here.
+  // Only the process whose HSETNX created the account gets here. The password never goes to the log: pm2 and
+  // container runtimes keep logs where others on the host may read them. It is in a file only this user can read.
   log.info(
-    `first console administrator created: open ${cfg.publicOrigin}/console and sign in as "${cfg.consoleUser}" with the password at the end of this line; it is shown only this once (only its hash is stored), so keep it in a password manager`,
-    { user: cfg.consoleUser, password },
+    `first console administrator created: open ${cfg.publicOrigin}/console and sign in as "${cfg.consoleUser}" with the generated password in ${file} (readable only by this user; only its hash is stored), then keep it in a password manager and delete the file`,
+    { user: cfg.consoleUser },
   );
+}
+
+/** Where a generated first-administrator password is written: $HSE_DATA_DIR/first-admin-password, mode 600. */
+export function firstAdminPasswordFile(cfg: Config): string {
+  return path.join(cfg.dataDir, 'first-admin-password');
+}
+
+/** Writes a file that only this user can read (created new, never an existing file's permissions); returns its path. */
+function writePrivate(file: string, text: string): string {
+  fs.rmSync(file, { force: true });
+  fs.writeFileSync(file, text, { mode: 0o600, flag: 'wx' });
+  return file;
 }

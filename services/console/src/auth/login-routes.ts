@@ -5,7 +5,8 @@
 // The CSRF token of sign-out is checked by csrfGuard (require-session.ts) like every other change; signing out of a
 // session that already ended just lands on the sign-in page.
 // Every outcome that matters to an operator goes to the activity log: sign-in, failed sign-in (with the user name
-// that was tried, never the password), the first refusal of a rate-limited address, and sign-out.
+// that was tried, never the password), the first refusal of a rate-limited address, an account locked against the
+// networks its failures came from and the first refusal of each (password-guard.ts), and sign-out.
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import type { Config } from '../../../../shared/config.ts';
@@ -15,8 +16,10 @@ import { field, readForm } from '../request/form-body.ts';
 import { publicUrl, safeNext } from '../request/public-url.ts';
 import { loginToken, loginTokenValid, type LoginCsrfOptions } from '../security/csrf.ts';
 import { decoyHash, verifyPassword } from '../security/password-hash.ts';
-import { type LoginView, loginPage, rateLimitedPage, type SignInChoices } from '../views/login-page.ts';
+import { accountLockedPage, type LoginView, loginPage, rateLimitedPage, type SignInChoices } from '../views/login-page.ts';
+import type { AccountThrottle } from './account-throttle.ts';
 import { USERNAME_RE, type Accounts } from './accounts.ts';
+import { afterPasswordCheck, beforePasswordCheck } from './password-guard.ts';
 import { currentSession } from './session.ts';
 import type { SigninLimiter } from './signin-limit.ts';
 import { startSession } from './start-session.ts';
@@ -27,6 +30,7 @@ export interface LoginDeps {
   cfg: Config;
   accounts: Accounts;
   limiter: SigninLimiter;
+  throttle: AccountThrottle;
   record: RecordActivity;
   clientIp: (ctx: Context) => string;
   loginCsrf: LoginCsrfOptions;
@@ -74,20 +78,21 @@ export function loginRoutes(router: Router, d: LoginDeps): void {
         'The sign-in form had no valid security token: it was open too long, your browser blocked its cookie, or it was sent from another site. Open the sign-in page again and retry.',
       );
     }
-    const limited = await d.limiter.attempt(ctx);
-    if (limited) {
-      if (await d.limiter.firstRefusal(ip, limited.retryAfter)) {
-        await d.record(ctx, 'console.signin_ratelimited', username, username, { retryAfterSeconds: limited.retryAfter });
-        d.log.warn('sign-in rate limit reached', { ip, retryAfter: limited.retryAfter });
-      }
+    const refused = await beforePasswordCheck(ctx, d, username);
+    if (refused) {
       ctx.status = 429;
       ctx.type = 'html';
-      ctx.body = rateLimitedPage({ csrf: loginToken(ctx, d.loginCsrf), next, ip, retryAfter: limited.retryAfter, username, choices: d.choices });
+      const csrf = loginToken(ctx, d.loginCsrf);
+      ctx.body =
+        refused.kind === 'address'
+          ? rateLimitedPage({ csrf, next, ip, retryAfter: refused.retryAfter, username, choices: d.choices })
+          : accountLockedPage({ csrf, next, retryAfter: refused.retryAfter, username, choices: d.choices });
       return;
     }
     const account = USERNAME_RE.test(username) ? await d.accounts.get(username) : null;
     // Hash even for an unknown name, so the answer takes as long either way and does not reveal which names exist.
     const ok = await verifyPassword(password, account?.passwordHash ?? (await decoyHash()));
+    await afterPasswordCheck(ctx, d, username, account !== null && ok && !account.disabled);
     if (!account || !ok || account.disabled) {
       const reason = !account ? 'unknown account' : !ok ? 'wrong password' : 'account disabled';
       await d.record(ctx, 'console.signin_failed', username, username, { reason });
@@ -96,7 +101,6 @@ export function loginRoutes(router: Router, d: LoginDeps): void {
       ctx.body = form({ csrf: loginToken(ctx, d.loginCsrf), next, username, error: 'That user name and password do not match an enabled account.' });
       return;
     }
-    await d.limiter.giveBack(ip);
     await startSession(ctx, account, ip, d.loginCsrf);
     await d.record(ctx, 'console.signin', account.username, account.username, { role: account.role });
     ctx.status = 303;

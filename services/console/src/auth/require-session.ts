@@ -1,6 +1,6 @@
 // Two gates.
-// requireSession, on every console page but sign-in and static files: a live session whose account still exists, is
-// enabled and has not had its sessions revoked since this one signed in. Pages without one redirect to the sign-in
+// requireSession, on every console page but sign-in and static files: a live session whose account still exists (the
+// same account, by id: session-check.ts), is enabled and has not had its sessions revoked since this one signed in. Pages without one redirect to the sign-in
 // page (on the public URL, keeping where the person wanted to go); the API and the event stream answer 401 JSON
 // instead, as scripts and EventSource expect.
 // csrfGuard, on every request of the app: anything that is not GET/HEAD/OPTIONS must carry the session's CSRF token
@@ -16,6 +16,7 @@ import { CSRF_FIELD, CSRF_HEADER, isStateChanging, tokensMatch } from '../securi
 import type { Viewer } from '../views/layout.ts';
 import type { Accounts } from './accounts.ts';
 import { currentSession, touch } from './session.ts';
+import { accountOfSession } from './session-check.ts';
 
 export interface ConsoleState {
   viewer?: Viewer;
@@ -29,8 +30,8 @@ export const CSRF_MISMATCH =
 export function requireSession(cfg: Config, accounts: Accounts) {
   return async function sessionGate(ctx: Context, next: Next): Promise<void> {
     const s = currentSession(ctx);
-    const account = s ? await accounts.get(s.account) : null;
-    if (!s || !account || account.disabled || s.authAt < account.sessionsNotBefore) {
+    const account = s ? await accountOfSession(accounts, s) : null;
+    if (!s || !account) {
       if (ctx.session && !ctx.session.isNew) ctx.session = null; // ends a dead session server-side too
       if (wantsJson(ctx)) throw new PageError(401, 'Not signed in', 'Sign in at /console/login first (this needs a console session cookie).');
       if (isStateChanging(ctx.method)) {

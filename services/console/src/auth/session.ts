@@ -19,8 +19,10 @@ const SEEN_RESOLUTION_MS = 60 * 1000;
 
 /** What a signed-in session holds. */
 export interface SessionData {
-  /** Account key (lower-cased user name). */
+  /** Account key (lower-cased user name), to find the account. */
   account: string;
+  /** The account's id (accounts.ts): the session belongs to this account, not to whoever holds the name later. */
+  accountId: string;
   role: Role;
   /** Per-session CSRF token (security/csrf.ts). */
   csrf: string;

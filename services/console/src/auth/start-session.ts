@@ -8,7 +8,8 @@ import type { SessionData } from './session.ts';
 
 export async function startSession(ctx: Context, account: Account, ip: string, loginCsrf: LoginCsrfOptions): Promise<void> {
   const now = Date.now();
-  const data: SessionData = { account: accountKey(account.username), role: account.role, csrf: newToken(), authAt: now, seen: now, ip };
+  // The account's immutable id binds the session to this account: one created later under the same name is another.
+  const data: SessionData = { account: accountKey(account.username), accountId: account.id, role: account.role, csrf: newToken(), authAt: now, seen: now, ip };
   const sess = ctx.session!;
   for (const k of Object.keys(sess.toJSON())) delete (sess as unknown as { [k: string]: unknown })[k];
   Object.assign(sess, data);

@@ -18,7 +18,7 @@ import type { ConsoleState } from '../auth/require-session.ts';
 import { sessionId } from '../auth/session.ts';
 import { sessionStillLive } from '../auth/session-check.ts';
 import { PageError } from '../errors.ts';
-import { MAX_STREAMS, openStreams } from '../request/open-streams.ts';
+import { claimStreamSlot, openStreams } from '../request/open-streams.ts';
 import { machineFacts } from '../views/machine-page.ts';
 import { machinesLive } from '../views/machines-page.ts';
 import { actorOf } from './actor.ts';
@@ -64,10 +64,9 @@ function renderer(ctx: Context, d: NetworkDeps): { render: Render; relevant: (e:
 
 export function machinesStreamRoute(router: Router, d: NetworkDeps): void {
   router.get('/console/machines/stream', d.gate, async (ctx) => {
-    if (openStreams.size >= MAX_STREAMS)
-      throw new PageError(503, 'Too many live views', 'Too many live views are open on this console; close some tabs and retry.');
     const { render, relevant } = renderer(ctx, d);
     const sid = sessionId(ctx);
+    const release = claimStreamSlot(ctx, 'live views');
 
     const stream = new PassThrough();
     openStreams.add(stream);
@@ -165,6 +164,7 @@ export function machinesStreamRoute(router: Router, d: NetworkDeps): void {
       if (settle) clearTimeout(settle);
       unsubscribe();
       openStreams.delete(stream);
+      release();
     };
     stream.once('close', cleanup);
     ctx.res.once('close', () => stream.destroy());

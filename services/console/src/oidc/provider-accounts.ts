@@ -8,7 +8,7 @@ import crypto from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { ProviderIdentity } from '../../../../shared/model.ts';
 import { identityField, K } from '../../../../shared/redis-keys.ts';
-import { type Account, accountKey, type Accounts, type Role, USERNAME_RE } from '../auth/accounts.ts';
+import { type Account, accountKey, type Accounts, type NewAccount, type Role, USERNAME_RE } from '../auth/accounts.ts';
 
 /** The account name to try first for this identity. */
 export function accountNameBase(id: ProviderIdentity): string {
@@ -56,7 +56,7 @@ export class ProviderAccounts {
     const base = accountNameBase(id);
     const now = new Date().toISOString();
     for (let n = 0; n < 100; n++) {
-      const a: Account = {
+      const fields: NewAccount = {
         username: candidate(base, n),
         passwordHash: '',
         disabled: false,
@@ -67,7 +67,8 @@ export class ProviderAccounts {
         idp: { issuer: id.issuer, subject: id.subject },
         ...profile,
       };
-      if (!(await this.accounts.createIfMissing(a))) continue;
+      const a = await this.accounts.createIfMissing(fields);
+      if (!a) continue;
       if ((await this.redis.hsetnx(K.consoleOidcAccounts, field, accountKey(a.username))) === 1) return a;
       // A concurrent first sign-in of the same person won the index: keep theirs.
       await this.accounts.delete(a.username);

@@ -3,7 +3,11 @@
 // body; the console closing the socket then turns the router's write into EPIPE and the user's answer into a 502.
 import type { Context, Next } from 'koa';
 
-/** Bodies larger than this are not drained: the connection is closed instead (the router then reports a 502). */
+/**
+ * The answer waits for at most this much of a refused body. Past it (or when the body is declared larger) the answer
+ * goes out at once and the rest is still read and thrown away as it arrives: the connection is never closed under a
+ * body the router is still sending, which would cost the user the answer (a reset instead of the 413 or 415).
+ */
 const DRAIN_LIMIT = 1024 * 1024;
 
 export async function drainRequestBody(ctx: Context, next: Next): Promise<void> {
@@ -13,26 +17,26 @@ export async function drainRequestBody(ctx: Context, next: Next): Promise<void> 
     const req = ctx.req;
     const declared = Number(req.headers['content-length'] ?? 0);
     const hasBody = declared > 0 || req.headers['transfer-encoding'] !== undefined;
-    if (hasBody && !req.complete && !req.destroyed && declared <= DRAIN_LIMIT) {
-      await new Promise<void>((resolve) => {
-        let seen = 0;
-        const done = () => {
-          req.off('data', onData);
-          resolve();
-        };
-        const onData = (c: Buffer) => {
-          seen += c.length;
-          if (seen > DRAIN_LIMIT) {
-            req.destroy();
-            done();
-          }
-        };
-        req.on('data', onData);
-        req.once('end', done);
-        req.once('close', done);
-        req.once('error', done);
-        req.resume();
-      });
+    if (hasBody && !req.complete && !req.destroyed) {
+      // Flowing with no one keeping the data: every byte that arrives from here on is discarded.
+      req.resume();
+      if (declared <= DRAIN_LIMIT) {
+        await new Promise<void>((resolve) => {
+          let seen = 0;
+          const done = () => {
+            req.off('data', onData);
+            resolve();
+          };
+          const onData = (c: Buffer) => {
+            seen += c.length;
+            if (seen > DRAIN_LIMIT) done();
+          };
+          req.on('data', onData);
+          req.once('end', done);
+          req.once('close', done);
+          req.once('error', done);
+        });
+      }
     }
   }
 }

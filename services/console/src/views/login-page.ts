@@ -83,3 +83,16 @@ export function rateLimitedPage(v: { csrf: string; next: string; ip: string; ret
     error: `Too many failed sign-ins from your address (${v.ip || 'unknown'}). Sign-in from this address is paused for ${minutes} more minute${minutes === 1 ? '' : 's'}.`,
   });
 }
+
+/** The 429 page when the account is locked against the client's network (auth/account-throttle.ts). */
+export function accountLockedPage(v: { csrf: string; next: string; retryAfter: number; username: string; choices?: SignInChoices }): string {
+  const minutes = Math.ceil(v.retryAfter / 60);
+  return loginPage({
+    csrf: v.csrf,
+    next: v.next,
+    username: v.username,
+    choices: v.choices,
+    retryAt: new Date(Date.now() + v.retryAfter * 1000),
+    error: `Too many failed sign-ins for "${v.username}" from many addresses, yours among them: sign-in to this account from your network is paused for ${minutes} more minute${minutes === 1 ? '' : 's'}. From a network that has not failed it still works.`,
+  });
+}
