@@ -20,6 +20,9 @@ import { StunServer } from './stun-server.ts';
 runService('relay', async ({ cfg, log }) => {
   const socketPath = serviceSocket(cfg, 'relay');
   let serverKey: ServerKey | null = null;
+  // An unreadable or damaged mesh key file is a StartupError naming HSE_DERP_MESH_KEY_FILE; read first, so a refused
+  // start creates nothing.
+  const meshKey = cfg.derpMode === 'own' ? loadMeshKey(cfg) : null;
   if (cfg.derpMode === 'own') {
     // A damaged key file is a StartupError naming the file: one line, exit 2, no restart loop.
     serverKey = loadOrCreateServerKey(cfg.dataDir);
@@ -38,9 +41,6 @@ runService('relay', async ({ cfg, log }) => {
     admission = new RegisteredNodesAdmission(redis);
     refusals = new RefusalLog(new ActivityLog(redis, activityLimits(cfg)), log);
   }
-
-  // A damaged or unreadable key file is a StartupError naming HSE_DERP_MESH_KEY_FILE.
-  const meshKey = serverKey ? loadMeshKey(cfg) : null;
 
   const derp = serverKey
     ? new DerpServer({
