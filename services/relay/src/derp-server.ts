@@ -221,7 +221,13 @@ export class DerpServer implements ConnHost {
     this.conns.delete(conn);
     if (conn.meshPeer) {
       this.watchers.delete(conn);
-      this.log.info('mesh peer disconnected', { ip: conn.meta.clientIp || 'unknown', key: conn.logKey, reason });
+      this.log.info('mesh peer disconnected', {
+        ip: conn.meta.clientIp || 'unknown',
+        key: conn.logKey,
+        reason,
+        seconds: Math.round((Date.now() - conn.connectedAt) / 1000),
+        packetsIn: conn.packetsIn,
+      });
       return;
     }
     if (!conn.keyHex) {

@@ -118,6 +118,7 @@ export class MeshLink implements MeshForwarder {
   }
 
   stop(): void {
+    if (this._state === 'up') this.log.info('mesh link closed', { peer: this.name, forwarded: this.counters.forwarded, dropped: this.dropped || undefined });
     this._state = 'stopped';
     if (this.retryTimer) clearTimeout(this.retryTimer);
     this.retryTimer = null;
