@@ -87,7 +87,7 @@ function ipBytes(ip: string): Buffer {
 }
 
 test('the mesh key: 64 hex digits as derper reads them, not all zeros; compared whole', (t) => {
-  const hex = 'a'.repeat(62) + '0f';
+  const hex = `${'a'.repeat(62)}0f`;
   t.deepEqual(parseMeshKey(`  ${hex.toUpperCase()}\n`), Buffer.from(hex, 'hex'), 'whitespace trimmed, either case');
   t.throws(() => parseMeshKey('abc'), { instanceOf: DerpSettingError, message: /64 hexadecimal digits/ });
   t.throws(() => parseMeshKey('g'.repeat(64)), { instanceOf: DerpSettingError });
