@@ -233,6 +233,7 @@ export class MeshLink implements MeshForwarder {
   }
 
   private up(): void {
+    if (this._state === 'up') return; // a second ServerInfo changes nothing
     if (this.loginTimer) clearTimeout(this.loginTimer);
     this.loginTimer = null;
     this._state = 'up';
