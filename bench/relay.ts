@@ -13,8 +13,8 @@
 //   node bench/relay.ts [--seconds=5] [--idle=1000] [--only=hse|derper]
 import dgram from 'node:dgram';
 import crypto from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { DerpConn, sendBurst, type DerpTarget } from './derp/derp-conn.ts';
+import { DerpConn, type DerpTarget } from './derp/derp-conn.ts';
+import { type LoadResult, throughput as measureThroughput } from './derp/load.ts';
 import { isBindingSuccess } from './derp/stun.ts';
 import { parseArgs } from './lib/args.ts';
 import { startDerper } from './lib/derper.ts';
@@ -24,6 +24,7 @@ import { sampleGroup } from './lib/sampling.ts';
 import { fmtMiB, fmtMs, fmtNum, header, percentile, ratio, table } from './lib/report.ts';
 import { bindingRequest } from '../services/relay/src/stun.ts';
 import { pool } from '../test/harness/pool.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const args = parseArgs(process.argv.slice(2));
 const seconds = args.int('seconds', 5);
@@ -33,114 +34,14 @@ const PAIRS = 10;
 const PACKET = 1400;
 const log = (s: string) => process.stderr.write(`[relay] ${s}\n`);
 
-interface Result {
-  pps: number;
-  mbps: number;
-  sentPps: number;
-  rttIdle: number[];
-  rttLoad: number[];
-  lostProbes: number;
+interface Result extends LoadResult {
   idleKiBPer1000?: number;
   idleConnected?: number;
   stunPerSecond?: number;
-  clientCpu: number;
 }
 
-/** One echo round trip at a time from a to b and back; returns RTTs in ms, stops after `count` or when `stop()` is true. */
-async function rtts(a: DerpConn, b: DerpConn, count: number, stop: () => boolean = () => false): Promise<{ samples: number[]; lost: number }> {
-  b.onPacket = (src, data) => void b.send(src, data);
-  const samples: number[] = [];
-  let lost = 0;
-  const payload = Buffer.alloc(64);
-  for (let i = 0; i < count && !stop(); i++) {
-    payload.writeUInt32BE(i, 0);
-    const t0 = performance.now();
-    const got = await new Promise<boolean>((resolve) => {
-      const timer = setTimeout(() => resolve(false), 2000);
-      a.onPacket = (_src, data) => {
-        if (data.length === 64 && data.readUInt32BE(0) === i) {
-          clearTimeout(timer);
-          resolve(true);
-        }
-      };
-      a.send(b.publicKey, payload);
-    });
-    if (got) samples.push(performance.now() - t0);
-    else lost++;
-  }
-  a.onPacket = null;
-  b.onPacket = null;
-  return { samples, lost };
-}
-
-async function throughput(target: DerpTarget): Promise<Omit<Result, 'idleKiBPer1000' | 'stunPerSecond'>> {
-  const conns = await pool(Array.from({ length: PAIRS * 2 + 2 }), 8, () => DerpConn.connect(target));
-  const [probeA, probeB] = conns.splice(0, 2);
-  const idle = await rtts(probeA, probeB, 300);
-  const packet = crypto.randomBytes(PACKET);
-  let running = true;
-  let sentTotal = 0;
-  const senders = conns.slice(0, PAIRS);
-  const receivers = conns.slice(PAIRS);
-  // Closed loop, as a tunnel's own congestion control would make it: each sender keeps at most WINDOW packets in
-  // flight to its receiver. Flooding instead would measure the client: its send loop would starve its own receivers.
-  // A packet the relay dropped never arrives; when a receiver has made no progress for 50 ms, what is still counted
-  // as in flight is written off as lost.
-  const WINDOW = 256;
-  const BURST = 16;
-  senders.forEach((s, i) => {
-    const r = receivers[i];
-    const burst = sendBurst(r.publicKey, packet, BURST);
-    let sent = 0;
-    let lost = 0;
-    let blocked = false;
-    const pump = () => {
-      while (running && !blocked && sent - r.packets - lost + BURST <= WINDOW) {
-        sent += BURST;
-        sentTotal += BURST;
-        if (!s.socket.write(burst)) {
-          blocked = true;
-          s.socket.once('drain', () => {
-            blocked = false;
-            pump();
-          });
-        }
-      }
-    };
-    r.onProgress = pump;
-    let seen = -1;
-    const watchdog = setInterval(() => {
-      if (!running) return clearInterval(watchdog);
-      if (r.packets === seen) lost = sent - r.packets;
-      seen = r.packets;
-      pump();
-    }, 50);
-    pump();
-  });
-  await sleep(1000);
-  const p0 = receivers.reduce((n, r) => n + r.packets, 0);
-  const s0 = sentTotal;
-  const t0 = performance.now();
-  const cpu0 = process.cpuUsage();
-  const loaded = rtts(probeA, probeB, 1e9, () => performance.now() - t0 > seconds * 1000);
-  await sleep(seconds * 1000);
-  const elapsed = (performance.now() - t0) / 1000;
-  const delivered = receivers.reduce((n, r) => n + r.packets, 0) - p0;
-  const sent = sentTotal - s0;
-  const cpu = process.cpuUsage(cpu0);
-  running = false;
-  const load = await loaded;
-  for (const c of [...conns, probeA, probeB]) c.close();
-  await sleep(1000);
-  return {
-    pps: delivered / elapsed,
-    mbps: (delivered * PACKET * 8) / elapsed / 1e6,
-    sentPps: sent / elapsed,
-    rttIdle: idle.samples,
-    rttLoad: load.samples,
-    lostProbes: load.lost,
-    clientCpu: (cpu.user + cpu.system) / 1e6 / elapsed,
-  };
+function throughput(target: DerpTarget): Promise<LoadResult> {
+  return measureThroughput(target, target, { pairs: PAIRS, packet: PACKET, seconds });
 }
 
 async function idleMemory(target: DerpTarget, pids: Record<string, number>): Promise<{ perThousandKiB: number; connected: number }> {

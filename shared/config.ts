@@ -4,6 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import ipaddr from 'ipaddr.js';
+import { DerpSettingError, type DerpNodeAddress, type MeshPeerAddress, parseDerpNode, parseMeshKey, parseMeshPeer } from './derp-addresses.ts';
 import { familiesCoveredTogether, TrustedProxies, TrustedProxyError, parseEntry, splitList, type TrustedRange } from './trusted-proxies.ts';
 
 export type DerpMode = 'own' | 'public';
@@ -90,6 +91,17 @@ export interface Config {
   derpRegionId: number;
   derpRegionCode: string;
   derpRegionName: string;
+  /**
+   * The relays clients are offered in the DERP map (HSE_DERP_NODES), in order; null = this image's relay alone, at the
+   * public URL's host. HSE_DERP_REGIONS: 'one' = nodes of one region (derpRegionId), 'per-node' = a region each.
+   */
+  derpNodes: DerpNodeAddress[] | null;
+  derpRegions: 'one' | 'per-node';
+  /** The region's mesh key (HSE_DERP_MESH_KEY), 32 bytes; the file variant is read by the relay (mesh-key.ts). */
+  derpMeshKey: Buffer | null;
+  derpMeshKeyFile: string | null;
+  /** Relays this relay dials to mesh with (HSE_DERP_MESH_WITH). */
+  derpMeshWith: MeshPeerAddress[];
   dataDir: string;
   runDir: string;
   redisUrl: string | null;
@@ -452,6 +464,63 @@ function keyExpiry(env: Env, name: string, dflt: number): number {
   return seconds;
 }
 
+type DerpSettings = Pick<Config, 'derpNodes' | 'derpRegions' | 'derpMeshKey' | 'derpMeshKeyFile' | 'derpMeshWith'>;
+
+/** One entry of a DERP setting through its parser, a DerpSettingError becoming a refusal of `name`. */
+function derpEntry<T>(name: string, parse: () => T): T {
+  try {
+    return parse();
+  } catch (e) {
+    if (e instanceof DerpSettingError) throw new ConfigError(name, e.message);
+    throw e;
+  }
+}
+
+// The relay mesh and how the DERP map lists the instances (docs/relay-mesh.md).
+function derpSettings(env: Env, mode: string, regionId: number, stunPort: number): DerpSettings {
+  const nodesText = get(env, 'HSE_DERP_NODES');
+  const regions = (get(env, 'HSE_DERP_REGIONS') ?? 'one').toLowerCase();
+  const keyText = get(env, 'HSE_DERP_MESH_KEY');
+  const keyFile = get(env, 'HSE_DERP_MESH_KEY_FILE') ?? null;
+  const withText = get(env, 'HSE_DERP_MESH_WITH');
+  if (mode === 'public') {
+    for (const name of ['HSE_DERP_NODES', 'HSE_DERP_MESH_KEY', 'HSE_DERP_MESH_KEY_FILE', 'HSE_DERP_MESH_WITH']) {
+      if (get(env, name) !== undefined) throw new ConfigError(name, "applies to this image's own relay; it means nothing with HSE_DERP_MODE=public");
+    }
+  }
+  if (regions !== 'one' && regions !== 'per-node') {
+    throw new ConfigError('HSE_DERP_REGIONS', `"${regions}" is not "one" (the nodes form one region) or "per-node" (each node is its own region)`);
+  }
+  let nodes: DerpNodeAddress[] | null = null;
+  if (nodesText !== undefined) {
+    if (get(env, 'HSE_STUN_HOST') !== undefined) {
+      throw new ConfigError('HSE_STUN_HOST', 'applies to the single-relay map only; with HSE_DERP_NODES give each node its STUN address (…?stun=HOST:PORT)');
+    }
+    nodes = splitList(nodesText).map((e) => derpEntry('HSE_DERP_NODES', () => parseDerpNode(e, stunPort)));
+    const seen = new Set<string>();
+    for (const n of nodes) {
+      const id = `${n.host.toLowerCase()}:${n.derpPort}`;
+      if (seen.has(id)) throw new ConfigError('HSE_DERP_NODES', `lists ${id} twice`);
+      seen.add(id);
+    }
+  }
+  if (regions === 'per-node') {
+    if (nodes === null) throw new ConfigError('HSE_DERP_REGIONS', 'per-node needs the list of relays in HSE_DERP_NODES');
+    if (regionId + nodes.length - 1 > 999) {
+      throw new ConfigError('HSE_DERP_REGION_ID', `${regionId} leaves no room for ${nodes.length} regions numbered upwards to at most 999`);
+    }
+  }
+  if (keyText !== undefined && keyFile !== null) {
+    throw new ConfigError('HSE_DERP_MESH_KEY', 'set HSE_DERP_MESH_KEY or HSE_DERP_MESH_KEY_FILE, not both');
+  }
+  const meshKey = keyText === undefined ? null : derpEntry('HSE_DERP_MESH_KEY', () => parseMeshKey(keyText));
+  const meshWith = withText === undefined ? [] : splitList(withText).map((e) => derpEntry('HSE_DERP_MESH_WITH', () => parseMeshPeer(e)));
+  if (meshWith.length > 0 && meshKey === null && keyFile === null) {
+    throw new ConfigError('HSE_DERP_MESH_WITH', 'needs the mesh key its peers share: set HSE_DERP_MESH_KEY or HSE_DERP_MESH_KEY_FILE');
+  }
+  return { derpNodes: nodes, derpRegions: regions, derpMeshKey: meshKey, derpMeshKeyFile: keyFile, derpMeshWith: meshWith };
+}
+
 const LOG_LEVELS: LogLevel[] = ['debug', 'info', 'warn', 'error'];
 
 /** Parses and validates the environment. Throws ConfigError on the first refused setting. */
@@ -524,6 +593,8 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
   }
   const regionId = positiveInt(env, 'HSE_DERP_REGION_ID', 900, 999);
   const socket = listenSocket(env, https && tls);
+  const stunPort = port(env, 'HSE_STUN_PORT', 3478);
+  const derp = derpSettings(env, derpModeRaw, regionId, stunPort);
   return {
     publicUrl: url,
     publicOrigin: url.origin,
@@ -544,7 +615,7 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
     headerTimeoutSeconds: positiveInt(env, 'HSE_HEADER_TIMEOUT', 30, 3600),
     derpMode: derpModeRaw,
     derpVerifyClients: bool(env, 'HSE_DERP_VERIFY_CLIENTS', true),
-    stunPort: port(env, 'HSE_STUN_PORT', 3478),
+    stunPort,
     stunHost: hostName(env, 'HSE_STUN_HOST'),
     stunListen: listenAddresses(env, 'HSE_STUN_LISTEN', ['0.0.0.0', '::']),
     // 32 is what Tailscale's own relays hold: enough for a burst, small enough that a stalled client costs little.
@@ -552,6 +623,7 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
     derpRegionId: regionId,
     derpRegionCode: get(env, 'HSE_DERP_REGION_CODE') ?? 'hse',
     derpRegionName: get(env, 'HSE_DERP_REGION_NAME') ?? 'Self-hosted relay',
+    ...derp,
     dataDir,
     runDir,
     redisUrl,

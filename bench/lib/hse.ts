@@ -25,6 +25,8 @@ export interface HseOptions {
   /** Default: the whole image. */
   processes?: HseProcess[];
   env?: Record<string, string>;
+  /** The router's port, when other settings must name it before the start (another instance's mesh peer). */
+  port?: number;
 }
 
 export interface Hse {
@@ -48,7 +50,7 @@ export async function startHse(opts: HseOptions = {}): Promise<Hse> {
   const processes = opts.processes ?? ['redis', 'coordination', 'relay', 'console', 'router'];
   // Short path: Unix socket names are limited to 107 bytes.
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'hse-bench-'));
-  const port = await freePort();
+  const port = opts.port ?? (await freePort());
   const stunPort = await freeUdpPort();
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '/usr/bin:/bin',

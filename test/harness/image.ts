@@ -5,6 +5,8 @@
 //   const image = await startImage({});                          // router + coordination + relay + console
 //   const image = await startImage({ services: [] });            // router only (stand-ins on the service sockets)
 //   const image = await startImage({ env: { HSE_TRUSTED_PROXIES: '127.0.0.1' } });
+//   const b = await startImage({ redis: false, env: { HSE_REDIS_URL: a.redis!.url } });  // a second instance
+
 //   ... fetch(`${image.url}/key?v=130`) ...
 //   await image.stop();
 import fs from 'node:fs';
@@ -40,6 +42,11 @@ export interface ImageOptions {
   env?: Record<string, string>;
   /** How long each process may take to log "listening". Default 30 s. */
   startTimeoutMs?: number;
+  /** The router's port and the STUN port, when a test must know them before the start (other instances' settings). */
+  port?: number;
+  stunPort?: number;
+  /** Files written into the data dir (mode 600) before the processes start: another instance's key files. */
+  dataFiles?: Record<string, string | Buffer>;
 }
 
 export interface Image {
@@ -69,8 +76,9 @@ export async function startImage(opts: ImageOptions = {}): Promise<Image> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'hse-img-'));
   const runDir = path.join(dataDir, 'run');
   fs.mkdirSync(runDir, { mode: 0o700 });
-  const port = await freePort();
-  const stunPort = await freeUdpPort();
+  for (const [name, content] of Object.entries(opts.dataFiles ?? {})) fs.writeFileSync(path.join(dataDir, name), content, { mode: 0o600 });
+  const port = opts.port ?? (await freePort());
+  const stunPort = opts.stunPort ?? (await freeUdpPort());
   const useRedis = opts.redis ?? services.length > 0;
   let redis: TestRedis | null = null;
   const procs: Partial<Record<ImageProcess, Proc>> = {};

@@ -10,15 +10,22 @@
 //              PeerGone
 // Anything malformed closes this connection only: a FrameError never escapes to the process.
 //
-// Outgoing frames wait in three queues, written in this order whenever the transport takes data: control frames
-// (ServerInfo, PeerGone, Pong, KeepAlive, Health), disco packets, other packets. Packets queue only while the
-// transport pushes back; a full queue drops its oldest packet, so a slow client never slows its senders.
+// Outgoing frames go through a FrameWriter (frame-writer.ts): control frames first, then mesh presence updates, disco
+// packets, other packets; a slow client's packets are dropped oldest first, so it never slows its senders.
+//
+// A connection that presented the region's mesh key (another relay, derp-server.ts decides) is a mesh peer: it is not
+// a client in the registry, and it may also send the three mesh frames — WatchConns (then it hears PeerPresent /
+// PeerGone for this relay's clients), ForwardPacket (a packet for one of our clients from a client of its own) and
+// ClosePeer. Any other connection that sends one of them is closed, as derper does.
 import type { Duplex } from 'node:stream';
 import { redact, type Logger } from '../../../shared/log.ts';
 import { formatKey } from '../../../shared/keys.ts';
 import { MAX_CLIENT_INFO_LEN, openClientInfo, sealServerInfo, type ClientInfo } from './client-info.ts';
 import { FrameReader, type FramePolicy } from './frame-reader.ts';
+import { FrameWriter } from './frame-writer.ts';
 import {
+  decodeClosePeer,
+  decodeForwardPacket,
   decodeNotePreferred,
   decodePing,
   decodeSendPacket,
@@ -39,7 +46,6 @@ import {
   type Frame,
 } from './frames.ts';
 import type { RelayClient } from './registry.ts';
-import { DropOldestQueue } from './send-queue.ts';
 
 export interface ConnOptions {
   /** Packets held per queue while the transport pushes back. */
@@ -65,6 +71,12 @@ export interface ConnHost {
   route(from: ClientConn, dst: Buffer, packet: Buffer): void;
   /** `src` has sent this client packets: tell it when `src` leaves. */
   watchSender(conn: ClientConn, srcHex: string): void;
+  /** Mesh peers only: subscribe `conn` to this relay's clients coming and going. */
+  watchConns(conn: ClientConn): void;
+  /** Mesh peers only: a packet from `src` (a client of the peer) for our client `dst`. */
+  forwarded(conn: ClientConn, src: Buffer, dst: Buffer, packet: Buffer): void;
+  /** Mesh peers only: close our connection(s) of `peer`. */
+  closePeer(conn: ClientConn, peer: Buffer): void;
   /** The connection is closed; forget it. */
   closed(conn: ClientConn, reason: string): void;
 }
@@ -77,10 +89,6 @@ export interface ConnMeta {
 
 type State = 'login' | 'admitting' | 'ready' | 'closed';
 
-/** Control frames are few and tiny; the bound only matters against a client that pings without reading. */
-const CONTROL_QUEUE_MAX = 64;
-/** Bytes gathered into one transport write. */
-const BATCH_BYTES = 64 << 10;
 /** PeerGone(NotHere) replies: a burst of 3, then one a second, like the reference server. */
 const NOT_HERE_BURST = 3;
 const NOT_HERE_PER_MS = 1_000;
@@ -93,6 +101,8 @@ export class ClientConn implements RelayClient {
   info: ClientInfo | null = null;
   /** The client says this relay is its home (NotePreferred); only reported. */
   preferred = false;
+  /** Another relay of the region, admitted by the mesh key (set during admission, before the connection is ready). */
+  meshPeer = false;
   packetsIn = 0;
   packetsOut = 0;
 
@@ -100,25 +110,26 @@ export class ClientConn implements RelayClient {
   private readonly stream: Duplex;
   private readonly reader: FrameReader;
   private state: State = 'login';
-  private readonly control: Buffer[] = [];
-  private readonly disco: DropOldestQueue<Buffer>;
-  private readonly data: DropOldestQueue<Buffer>;
+  private readonly writer: FrameWriter;
   private pendingPong = false;
-  private blocked = false;
-  private flushScheduled = false;
   private readonly sawSrc = new Set<string>();
   private notHereTokens = NOT_HERE_BURST;
   private notHereRefill = Date.now();
   private handshakeTimer: NodeJS.Timeout | null = null;
   private keepAliveTimer: NodeJS.Timeout | null = null;
-  private stallTimer: NodeJS.Timeout | null = null;
 
   constructor(host: ConnHost, stream: Duplex, meta: ConnMeta) {
     this.host = host;
     this.stream = stream;
     this.meta = meta;
-    this.disco = new DropOldestQueue(host.options.queueDepth);
-    this.data = new DropOldestQueue(host.options.queueDepth);
+    this.writer = new FrameWriter(stream, {
+      queueDepth: host.options.queueDepth,
+      writeStallMs: host.options.writeStallMs,
+      onStall: () => this.close('client stopped reading', 'now'),
+      onControlGone: (frame) => {
+        if (frame[0] === FrameType.Pong) this.pendingPong = false;
+      },
+    });
     this.reader = new FrameReader(loginPolicy);
   }
 
@@ -137,7 +148,7 @@ export class ClientConn implements RelayClient {
 
   /** Packets dropped from this client's queues because it did not keep up. */
   get dropped(): number {
-    return this.disco.dropped + this.data.dropped;
+    return this.writer.dropped;
   }
 
   /** Greets the client and starts reading. */
@@ -197,6 +208,19 @@ export class ClientConn implements RelayClient {
         this.enqueueControl(encodePong(data));
         return;
       }
+      // The reader's policy lets the mesh frames through only for a mesh peer.
+      case FrameType.WatchConns:
+        this.host.watchConns(this);
+        return;
+      case FrameType.ForwardPacket: {
+        const { src, dst, packet } = decodeForwardPacket(frame.body);
+        this.packetsIn++;
+        this.host.forwarded(this, src, dst, packet);
+        return;
+      }
+      case FrameType.ClosePeer:
+        this.host.closePeer(this, decodeClosePeer(frame.body));
+        return;
     }
   }
 
@@ -222,7 +246,7 @@ export class ClientConn implements RelayClient {
     this.state = 'ready';
     if (this.handshakeTimer) clearTimeout(this.handshakeTimer);
     this.handshakeTimer = null;
-    this.reader.setPolicy(readyPolicy);
+    this.reader.setPolicy(this.meshPeer ? meshPeerPolicy : readyPolicy);
     this.enqueueControl(sealServerInfo(this.host.serverPrivate, this.key));
     const { keepAliveMs, keepAliveJitterMs } = this.host.options;
     this.keepAliveTimer = setInterval(() => this.enqueueControl(encodeKeepAlive()), keepAliveMs + Math.floor(Math.random() * keepAliveJitterMs));
@@ -241,7 +265,7 @@ export class ClientConn implements RelayClient {
       this.host.watchSender(this, srcHex);
     }
     this.packetsOut++;
-    this.enqueue(looksLikeDisco(packet) ? this.disco : this.data, encodeRecvPacket(src, packet));
+    this.writer.packet(encodeRecvPacket(src, packet), looksLikeDisco(packet));
   }
 
   peerGone(peer: Buffer, reason: number): void {
@@ -265,70 +289,18 @@ export class ClientConn implements RelayClient {
     return this.sawSrc;
   }
 
+  /** For a mesh watcher: `peer`, a client of this relay, arrived (a PeerPresent frame) or left (a PeerGone frame). */
+  presence(peerHex: string, frame: Buffer): void {
+    if (this.state !== 'ready') return;
+    this.writer.presence(peerHex, frame);
+  }
+
   // --- writing -------------------------------------------------------------------------------------------------
 
   private enqueueControl(frame: Buffer): void {
     if (this.state === 'closed') return;
-    if (this.control.length >= CONTROL_QUEUE_MAX) {
-      if (!this.blocked) this.flush();
-      else if (this.control.shift()?.[0] === FrameType.Pong) this.pendingPong = false;
-    }
-    this.control.push(frame);
-    this.scheduleFlush();
+    this.writer.control(frame);
   }
-
-  private enqueue(queue: DropOldestQueue<Buffer>, frame: Buffer): void {
-    // While the transport takes data, a full queue is written out rather than trimmed: drops are for slow clients.
-    if (queue.full && !this.blocked) this.flush();
-    queue.push(frame);
-    this.scheduleFlush();
-  }
-
-  private scheduleFlush(): void {
-    if (this.flushScheduled || this.blocked) return;
-    this.flushScheduled = true;
-    // Everything queued while handling one read goes out in one write.
-    setImmediate(() => {
-      this.flushScheduled = false;
-      this.flush();
-    });
-  }
-
-  private nextFrame(): Buffer | undefined {
-    const c = this.control.shift();
-    if (c !== undefined) {
-      if (c[0] === FrameType.Pong) this.pendingPong = false;
-      return c;
-    }
-    return this.disco.shift() ?? this.data.shift();
-  }
-
-  private flush(): void {
-    while (!this.blocked && this.state !== 'closed') {
-      const batch: Buffer[] = [];
-      let bytes = 0;
-      while (bytes < BATCH_BYTES) {
-        const f = this.nextFrame();
-        if (f === undefined) break;
-        batch.push(f);
-        bytes += f.length;
-      }
-      if (batch.length === 0) return;
-      if (!this.stream.write(batch.length === 1 ? batch[0] : Buffer.concat(batch, bytes))) {
-        this.blocked = true;
-        this.stream.once('drain', this.onDrain);
-        this.stallTimer = setTimeout(() => this.close('client stopped reading', 'now'), this.host.options.writeStallMs);
-        this.stallTimer.unref();
-      }
-    }
-  }
-
-  private readonly onDrain = (): void => {
-    this.blocked = false;
-    if (this.stallTimer) clearTimeout(this.stallTimer);
-    this.stallTimer = null;
-    this.flush();
-  };
 
   // --- closing -------------------------------------------------------------------------------------------------
 
@@ -344,10 +316,8 @@ export class ClientConn implements RelayClient {
   close(reason: string, how: 'graceful' | 'now' = 'graceful', lastFrame?: Buffer): void {
     if (this.state === 'closed') return;
     this.state = 'closed';
-    for (const t of [this.handshakeTimer, this.keepAliveTimer, this.stallTimer]) if (t) clearTimeout(t);
-    this.control.length = 0;
-    this.disco.clear();
-    this.data.clear();
+    for (const t of [this.handshakeTimer, this.keepAliveTimer]) if (t) clearTimeout(t);
+    this.writer.stop();
     this.host.closed(this, reason);
     if (how === 'now' || this.stream.destroyed || !this.stream.writable) {
       this.stream.destroy();
@@ -367,8 +337,8 @@ const loginPolicy: FramePolicy = (type, length) => {
   return 'read';
 };
 
-// After login: size limits per type; the mesh frames need a mesh key, which no client has here; anything else is
-// skipped unread, as the protocol lets newer clients send frames older servers do not know.
+// After login: size limits per type; the mesh frames need the mesh key, so they close a client's connection;
+// anything else is skipped unread, as the protocol lets newer clients send frames older servers do not know.
 const readyPolicy: FramePolicy = (type, length) => {
   switch (type) {
     case FrameType.SendPacket:
@@ -385,5 +355,23 @@ const readyPolicy: FramePolicy = (type, length) => {
     default:
       if (length > MAX_CLIENT_FRAME) throw new FrameError(`frame type 0x${type.toString(16)} of ${length} bytes exceeds ${MAX_CLIENT_FRAME}`);
       return 'skip';
+  }
+};
+
+// A mesh peer may also send the mesh frames, each of its exact size (derpserver.go handleFrameWatchConns,
+// handleFrameClosePeer, recvForwardPacket).
+const meshPeerPolicy: FramePolicy = (type, length) => {
+  switch (type) {
+    case FrameType.WatchConns:
+      if (length !== 0) throw new FrameError(`WatchConns carries no body, got ${length} bytes`);
+      return 'read';
+    case FrameType.ClosePeer:
+      if (length !== KEY_LEN) throw new FrameError(`ClosePeer must be ${KEY_LEN} bytes, got ${length}`);
+      return 'read';
+    case FrameType.ForwardPacket:
+      if (length > 2 * KEY_LEN + MAX_PACKET_SIZE) throw new FrameError(`ForwardPacket of ${length} bytes exceeds the ${MAX_PACKET_SIZE}-byte packet limit`);
+      return 'read';
+    default:
+      return readyPolicy(type, length);
   }
 };

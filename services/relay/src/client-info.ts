@@ -15,7 +15,7 @@ export const MAX_CLIENT_INFO_LEN = 64 << 10;
 
 export interface ClientInfo {
   version: number;
-  /** Non-empty only for relays of the same region meshing with us (not supported yet: treated as a regular client). */
+  /** Non-empty only for relays of the region meshing with us: 64 hex digits (derp-server.ts checks it). */
   meshKey: string;
   canAckPings: boolean;
   isProber: boolean;

@@ -1,31 +1,36 @@
-// A small DERP client, for our tests and benchmarks (the relay itself never dials out). It speaks the protocol the
-// way Tailscale's derp/derphttp client does: HTTP upgrade (or WebSocket), wait for the server key, send ClientInfo,
-// then read frames as messages. Deliberately thin, with a raw-write escape hatch so tests can send malformed frames.
-import http from 'node:http';
-import crypto from 'node:crypto';
+// A small DERP client, for our tests and benchmarks (the relay's own outgoing connections are its mesh links,
+// mesh-link.ts). It speaks the protocol the way Tailscale's derp/derphttp client does: HTTP upgrade (or WebSocket),
+// wait for the server key, send ClientInfo, then read frames as messages. Deliberately thin, with a raw-write escape
+// hatch so tests can send malformed frames, and the mesh frames (with a mesh key in `info`) so tests can act as a
+// relay of the region.
+import type http from 'node:http';
 import type { Duplex } from 'node:stream';
-import { CLIENT_IP_HEADER } from '../../../shared/paths.ts';
 import { openServerInfo, sealClientInfo, type ClientInfo } from './client-info.ts';
+import { dialDerp } from './derp-dial.ts';
 import { FrameReader, limitPolicy } from './frame-reader.ts';
 import {
   decodePeerGone,
+  decodePeerPresent,
   decodeRecvPacket,
   decodeServerKey,
+  encodeClosePeer,
+  encodeForwardPacket,
   encodeNotePreferred,
   encodePing,
   encodePong,
   encodeSendPacket,
+  encodeWatchConns,
   FrameType,
   MAX_CLIENT_FRAME,
   type Frame,
 } from './frames.ts';
 import { newPrivateKey, publicKeyOf } from './nacl-box.ts';
-import { acceptValue, WebSocketStream } from './websocket.ts';
 
 export type DerpMessage =
   | { type: 'serverInfo'; version: number }
   | { type: 'packet'; src: Buffer; data: Buffer }
   | { type: 'peerGone'; peer: Buffer; reason: number }
+  | { type: 'peerPresent'; peer: Buffer; ip: string; port: number; flags: number }
   | { type: 'keepAlive' }
   | { type: 'ping'; data: Buffer }
   | { type: 'pong'; data: Buffer }
@@ -34,7 +39,10 @@ export type DerpMessage =
   | { type: 'other'; frameType: number; body: Buffer };
 
 export interface DerpClientOptions {
-  /** The relay's Unix socket (tests) ... */
+  /** A DERP URL, http(s)://host[:port]/derp (with `ca` to trust for https) ... */
+  url?: URL;
+  ca?: string;
+  /** ... or the relay's Unix socket (tests) ... */
   socketPath?: string;
   /** ... or a TCP host and port (the router). */
   host?: string;
@@ -80,7 +88,7 @@ export class DerpClient {
 
   /** Upgrades, reads the server key and sends ClientInfo; does not wait for ServerInfo (nor does the real client). */
   static async connect(o: DerpClientOptions): Promise<DerpClient> {
-    const { stream, headers } = await upgrade(o);
+    const { stream, headers } = await dialDerp(o);
     const c = new DerpClient(stream, o.privateKey ?? newPrivateKey(), o.answerPings ?? true);
     c.upgradeHeaders = headers;
     c.serverKey = await c.greeting();
@@ -128,6 +136,11 @@ export class DerpClient {
       case FrameType.PeerGone: {
         const { peer, reason } = decodePeerGone(f.body);
         m = { type: 'peerGone', peer: Buffer.from(peer), reason };
+        break;
+      }
+      case FrameType.PeerPresent: {
+        const p = decodePeerPresent(f.body);
+        m = { type: 'peerPresent', peer: Buffer.from(p.peer), ip: p.ip, port: p.port, flags: p.flags };
         break;
       }
       case FrameType.KeepAlive:
@@ -205,6 +218,19 @@ export class DerpClient {
     this.stream.write(encodePing(data));
   }
 
+  /** Mesh frames: the relay closes the connection unless ClientInfo carried its mesh key. */
+  watchConns(): void {
+    this.stream.write(encodeWatchConns());
+  }
+
+  forward(src: Buffer, dst: Buffer, packet: Uint8Array): void {
+    this.stream.write(encodeForwardPacket(src, dst, packet));
+  }
+
+  closePeer(peer: Buffer): void {
+    this.stream.write(encodeClosePeer(peer));
+  }
+
   notePreferred(preferred: boolean): void {
     this.stream.write(encodeNotePreferred(preferred));
   }
@@ -230,33 +256,4 @@ export class DerpClient {
   close(): void {
     this.stream.destroy();
   }
-}
-
-async function upgrade(o: DerpClientOptions): Promise<{ stream: Duplex; headers: http.IncomingHttpHeaders }> {
-  const wsKey = crypto.randomBytes(16).toString('base64');
-  const headers: Record<string, string> = o.websocket
-    ? { Upgrade: 'websocket', Connection: 'Upgrade', 'Sec-WebSocket-Key': wsKey, 'Sec-WebSocket-Version': '13', 'Sec-WebSocket-Protocol': 'derp' }
-    : { Upgrade: o.upgrade ?? 'DERP', Connection: 'Upgrade' };
-  if (o.clientIp) headers[CLIENT_IP_HEADER] = o.clientIp;
-  const req = http.request({ socketPath: o.socketPath, host: o.host, port: o.port, path: '/derp', method: 'GET', headers, agent: false });
-  return new Promise((resolve, reject) => {
-    req.on('error', reject);
-    req.on('response', (res) => {
-      let body = '';
-      res.on('data', (d: Buffer) => (body += d.toString()));
-      res.on('end', () => reject(new Error(`relay answered ${res.statusCode} instead of 101: ${body.trim()}`)));
-    });
-    req.on('upgrade', (res: http.IncomingMessage, socket, head: Buffer) => {
-      if (o.websocket) {
-        if (res.headers['sec-websocket-accept'] !== acceptValue(wsKey)) {
-          socket.destroy();
-          return reject(new Error('relay sent a wrong Sec-WebSocket-Accept'));
-        }
-        return resolve({ stream: new WebSocketStream(socket, head, 'client'), headers: res.headers });
-      }
-      if (head.length > 0) socket.unshift(head);
-      resolve({ stream: socket, headers: res.headers });
-    });
-    req.end();
-  });
 }

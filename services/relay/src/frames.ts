@@ -1,6 +1,7 @@
 // DERP frames: the constants of the protocol and the encoders/decoders of each frame body. Pure functions over
 // Buffers, no I/O, so both the server and our test/benchmark client use them and property tests can hammer them.
 // Reference: tailscale/tailscale derp/derp.go (protocol version 2).
+import ipaddr from 'ipaddr.js';
 //
 // Every frame on the wire:
 //   type u8 | length u32 big-endian (bytes that follow, header excluded) | body[length]
@@ -149,6 +150,98 @@ export function encodePeerGone(peer: Uint8Array, reason: number): Buffer {
 export function decodePeerGone(body: Buffer): { peer: Buffer; reason: number } {
   if (body.length < KEY_LEN) throw new FrameError(`PeerGone of ${body.length} bytes is shorter than a key`);
   return { peer: body.subarray(0, KEY_LEN), reason: body.length > KEY_LEN ? body[KEY_LEN] : PeerGoneReason.Disconnected };
+}
+
+// --- mesh frames: only for relays that present the region's mesh key (see mesh-link.ts, derp-server.ts) ----------
+
+/** Flags byte of PeerPresent (derp.go PeerPresentFlags); a modern server never sends 0. */
+export const PeerPresentFlags = {
+  IsRegular: 1 << 0,
+  IsMeshPeer: 1 << 1,
+  IsProber: 1 << 2,
+  /** The client's DERP connection is not to its region's first (ideal) node. */
+  NotIdeal: 1 << 3,
+} as const;
+
+/** Body of the PeerPresent frames we send: key 32 + IP 16 + port 2 + flags 1. */
+export const PEER_PRESENT_LEN = KEY_LEN + 16 + 2 + 1;
+
+export interface PeerPresent {
+  peer: Buffer;
+  /** The client's address as the sending relay saw it ("" when it sent none or all zeros); port 0 when unknown. */
+  ip: string;
+  port: number;
+  /** 0 from older servers that send no flags byte. */
+  flags: number;
+}
+
+// PeerPresent body: peer key[32] | IP[16] (IPv4 as ::ffff:a.b.c.d) | port u16 BE | flags u8
+// Older servers send the key alone or without the flags; newer ones may append more, which we ignore.
+export function encodePeerPresent(peer: Uint8Array, ip: string, port: number, flags: number): Buffer {
+  needKey('peer key', peer);
+  const body = Buffer.alloc(PEER_PRESENT_LEN);
+  body.set(peer, 0);
+  ipTo16(ip).copy(body, KEY_LEN);
+  body.writeUInt16BE(port & 0xffff, KEY_LEN + 16);
+  body[KEY_LEN + 18] = flags & 0xff;
+  return encodeFrame(FrameType.PeerPresent, body);
+}
+
+export function decodePeerPresent(body: Buffer): PeerPresent {
+  if (body.length < KEY_LEN) throw new FrameError(`PeerPresent of ${body.length} bytes is shorter than a key`);
+  const peer = body.subarray(0, KEY_LEN);
+  if (body.length < KEY_LEN + 18) return { peer, ip: '', port: 0, flags: 0 };
+  return {
+    peer,
+    ip: ipFrom16(body.subarray(KEY_LEN, KEY_LEN + 16)),
+    port: body.readUInt16BE(KEY_LEN + 16),
+    flags: body.length > KEY_LEN + 18 ? body[KEY_LEN + 18] : 0,
+  };
+}
+
+/** 16 bytes of an IPv4 (mapped) or IPv6 literal; all zeros for "" or anything that is not an IP literal. */
+function ipTo16(ip: string): Buffer {
+  if (!ipaddr.isValid(ip)) return Buffer.alloc(16);
+  const a = ipaddr.parse(ip);
+  return Buffer.from((a.kind() === 'ipv4' ? (a as ipaddr.IPv4).toIPv4MappedAddress() : a).toByteArray());
+}
+
+function ipFrom16(b: Buffer): string {
+  if (b.every((x) => x === 0)) return '';
+  const a = ipaddr.fromByteArray([...b]) as ipaddr.IPv6;
+  return a.isIPv4MappedAddress() ? a.toIPv4Address().toString() : a.toString();
+}
+
+// ForwardPacket body: source key[32] | destination key[32] | packet[0..64 KiB]
+export function encodeForwardPacket(src: Uint8Array, dst: Uint8Array, packet: Uint8Array): Buffer {
+  needKey('source key', src);
+  needKey('destination key', dst);
+  if (packet.length > MAX_PACKET_SIZE) throw new RangeError(`packet of ${packet.length} bytes exceeds ${MAX_PACKET_SIZE}`);
+  return encodeFrame(FrameType.ForwardPacket, src, dst, packet);
+}
+
+export function decodeForwardPacket(body: Buffer): { src: Buffer; dst: Buffer; packet: Buffer } {
+  if (body.length < 2 * KEY_LEN) throw new FrameError(`ForwardPacket of ${body.length} bytes is shorter than two keys`);
+  if (body.length - 2 * KEY_LEN > MAX_PACKET_SIZE)
+    throw new FrameError(`ForwardPacket carries ${body.length - 2 * KEY_LEN} bytes, more than the ${MAX_PACKET_SIZE}-byte limit`);
+  return { src: body.subarray(0, KEY_LEN), dst: body.subarray(KEY_LEN, 2 * KEY_LEN), packet: body.subarray(2 * KEY_LEN) };
+}
+
+// WatchConns body: empty. The server answers with PeerPresent for every client connected now, then PeerPresent and
+// PeerGone(Disconnected) as clients come and go.
+export function encodeWatchConns(): Buffer {
+  return encodeFrame(FrameType.WatchConns);
+}
+
+// ClosePeer body: key[32] of the client whose connection(s) the server closes.
+export function encodeClosePeer(peer: Uint8Array): Buffer {
+  needKey('peer key', peer);
+  return encodeFrame(FrameType.ClosePeer, peer);
+}
+
+export function decodeClosePeer(body: Buffer): Buffer {
+  if (body.length !== KEY_LEN) throw new FrameError(`ClosePeer must be ${KEY_LEN} bytes, got ${body.length}`);
+  return body;
 }
 
 /** Pings carry 8 bytes; the reference allows some room for future fields and refuses anything larger than this. */

@@ -1,7 +1,8 @@
 // The relay process: DERP over HTTP upgrades on its Unix socket (the router forwards /derp and /generate_204 here)
 // and STUN on UDP HSE_STUN_PORT. Admission asks Redis which node keys are registered; the change channel closes
 // connections of deleted or re-keyed nodes. Stopping: no more admissions, clients are told the relay is restarting
-// and closed. Start-up, signals and the exit policy are the shared service skeleton's (shared/service.ts).
+// and closed. With a mesh key the relay accepts the region's other relays, and dials those in HSE_DERP_MESH_WITH
+// (mesh-link.ts). Start-up, signals and the exit policy are the shared service skeleton's (shared/service.ts).
 import { ActivityLog, activityLimits } from '../../../shared/activity.ts';
 import { listenOnSocket, serviceSocket } from '../../../shared/paths.ts';
 import { connectRedis, type Redis } from '../../../shared/redis.ts';
@@ -9,6 +10,8 @@ import { runService } from '../../../shared/service.ts';
 import { type Admission, OpenAdmission, RegisteredNodesAdmission } from './admission.ts';
 import { DerpServer } from './derp-server.ts';
 import { createRelayHttpServer } from './http.ts';
+import { loadMeshKey } from './mesh-key.ts';
+import { type MeshLink, startMesh } from './mesh-link.ts';
 import { RefusalLog } from './refusal-log.ts';
 import { watchRevocations } from './revocations.ts';
 import { loadOrCreateServerKey, type ServerKey } from './server-key.ts';
@@ -17,6 +20,9 @@ import { StunServer } from './stun-server.ts';
 runService('relay', async ({ cfg, log }) => {
   const socketPath = serviceSocket(cfg, 'relay');
   let serverKey: ServerKey | null = null;
+  // An unreadable or damaged mesh key file is a StartupError naming HSE_DERP_MESH_KEY_FILE; read first, so a refused
+  // start creates nothing.
+  const meshKey = cfg.derpMode === 'own' ? loadMeshKey(cfg) : null;
   if (cfg.derpMode === 'own') {
     // A damaged key file is a StartupError naming the file: one line, exit 2, no restart loop.
     serverKey = loadOrCreateServerKey(cfg.dataDir);
@@ -43,6 +49,7 @@ runService('relay', async ({ cfg, log }) => {
         admission,
         log: log.child('derp'),
         queueDepth: cfg.derpSendQueueDepth,
+        meshKey,
         onRefused: (ip, nodeKey, verdict) => refusals?.note(ip, nodeKey, verdict.reason),
       })
     : null;
@@ -51,6 +58,16 @@ runService('relay', async ({ cfg, log }) => {
 
   if (derp && sub) watchRevocations(sub, derp, log);
   await listenOnSocket(server, socketPath);
+  let links: MeshLink[] = [];
+  if (derp && serverKey && meshKey) {
+    links = startMesh(cfg.derpMeshWith, {
+      privateKey: serverKey.privateKey,
+      publicKey: serverKey.publicKey,
+      meshKey,
+      registry: derp.registry,
+      log: log.child('mesh'),
+    });
+  }
   if (!derp) {
     log.info('listening', { socket: socketPath, derp: 'public', note: 'HSE_DERP_MODE=public: clients use Tailscale relays; no DERP and no STUN here' });
   } else {
@@ -61,12 +78,14 @@ runService('relay', async ({ cfg, log }) => {
       admission: admission.description,
       serverKey: `${derp.serverPublic.toString('hex').slice(0, 16)}…`,
       queueDepth: cfg.derpSendQueueDepth,
+      mesh: meshKey ? `key set, dialling ${links.length} peer(s)${links.length ? `: ${links.map((l) => l.name).join(', ')}` : ''}` : 'off',
     });
   }
 
   return {
     inFlight: () => ({ clients: derp?.stats.clients ?? 0 }),
     async stop() {
+      for (const l of links) l.stop();
       server.close();
       stun.close();
       await derp?.drain();
