@@ -28,8 +28,11 @@ phase_system() {
   fi
   # Debian's package starts its own redis on TCP 6379 under systemd; in the image nothing runs it but our supervisor,
   # which starts redis-server with its own config (Unix socket, no TCP port, data under /data).
+  # The group gets the same fixed id as the user, so what the image creates on the volume is 10001:10001, the
+  # ownership deploy/check-config.ts tells operators to give a volume made by something else.
+  getent group "$HSE_USER" >/dev/null || groupadd --system --gid "$HSE_UID" "$HSE_USER"
   if ! id "$HSE_USER" >/dev/null 2>&1; then
-    useradd --system --uid "$HSE_UID" --user-group --home-dir "/home/$HSE_USER" --create-home --shell /usr/sbin/nologin "$HSE_USER"
+    useradd --system --uid "$HSE_UID" --gid "$HSE_USER" --home-dir "/home/$HSE_USER" --create-home --shell /usr/sbin/nologin "$HSE_USER"
   fi
   # /data is the volume; 700 because it holds the server keys and the Redis data.
   install -d -m 700 -o "$HSE_USER" -g "$HSE_USER" /data
