@@ -44,4 +44,8 @@ fi
 
 cd "$ROOT"
 podman "${args[@]}" "$@" .
+# Earlier builds' layers (untagged, no longer under any tag) go, so repeated builds on one machine do not fill its
+# disk; the layers under the new tag stay as the next build's cache. Only images made from the local stand-in base
+# (its label is inherited) are pruned, nothing else in the machine's storage.
+podman image prune --force --filter label=hse.test-base >/dev/null
 echo "image build: $TAG built in $((SECONDS - start)) s ($(podman image inspect --format '{{.Size}}' "$TAG" | awk '{printf "%.0f MB", $1/1e6}'))" >&2
