@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs the pinned Go-built peers the proxy-mode tests (test/proxy/) need and Debian does not ship:
 #   - Traefik v3, the reverse proxy, as `traefik`;
-#   - the Compose v2 CLI, as `docker-compose`, used only to render the merged base + overlay configuration
-#     (`docker-compose config`; no Docker engine is needed for that).
+#   - the Compose v2 CLI, as `docker-compose`: renders the merged base + overlay configuration (`docker-compose config`,
+#     no engine needed) and, as the docker CLI's plugin, runs the image on podman (test/image/);
+#   - the Docker CLI, as `docker`: the image test runs advanced/proxy.md's `docker network inspect` / `docker inspect`
+#     commands as written, against podman's Docker-compatible API (there is no Docker engine on these machines).
 # Both land in the same GOBIN as the Tailscale client (HSE_TEST_GOBIN, else $(go env GOPATH)/bin), where
 # test/harness/proxies.ts looks for them. Already-installed pinned versions are kept, so re-runs are quick.
 # Also the two Debian tools the documented proxy-mode checks use (advanced/proxy.md, run verbatim by
@@ -15,6 +17,8 @@ set -euo pipefail
 # versions the proxy does not serve here.
 TRAEFIK_VERSION=v3.6.12
 COMPOSE_VERSION=v2.40.3
+# v28: the last line whose client negotiates down to API 1.41, the version podman 4.3 (Debian 12) serves.
+DOCKER_CLI_VERSION=v28.5.2
 
 command -v go >/dev/null || { echo "install-proxies: the Go toolchain (go) is needed to build Traefik and Compose" >&2; exit 1; }
 GOBIN="${HSE_TEST_GOBIN:-$(go env GOPATH)/bin}"
@@ -61,6 +65,26 @@ install_compose() {
   "$GOBIN/docker-compose" version
 }
 
+# The Docker CLI has no go.mod: its module is vendor.mod (the project versions by calendar, not SemVer), which its own
+# scripts/with-go-mod.sh copies to go.mod before building. Same here, on a writable copy of the pinned module source.
+install_docker_cli() {
+  local want="${DOCKER_CLI_VERSION#v}" src work
+  if [[ -x "$GOBIN/docker" ]] && "$GOBIN/docker" --version 2>/dev/null | grep -q "^Docker version ${want},"; then
+    echo "install-proxies: docker CLI ${DOCKER_CLI_VERSION} already installed"
+    return
+  fi
+  echo "install-proxies: building the docker CLI ${DOCKER_CLI_VERSION} (a few minutes)"
+  src="$(go mod download -json "github.com/docker/cli@${DOCKER_CLI_VERSION}+incompatible" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+  [[ -d "$src" ]] || { echo "install-proxies: could not download github.com/docker/cli@${DOCKER_CLI_VERSION}" >&2; exit 1; }
+  work="$(mktemp -d)"
+  cp -r "$src/." "$work/"
+  chmod -R u+w "$work"
+  (cd "$work" && rm -rf vendor && cp vendor.mod go.mod && cp vendor.sum go.sum &&
+    CGO_ENABLED=0 go build -mod=mod -o "$GOBIN/docker" -ldflags "-s -w -X github.com/docker/cli/cli/version.Version=${want}" ./cmd/docker)
+  rm -rf "$work"
+  "$GOBIN/docker" --version
+}
+
 install_check_tools() {
   local need=()
   command -v curl >/dev/null || need+=(curl)
@@ -77,4 +101,5 @@ install_check_tools() {
 
 install_check_tools
 install_compose
+install_docker_cli
 install_traefik

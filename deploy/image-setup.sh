@@ -7,6 +7,7 @@
 #   image-setup.sh deps     npm ci of the runtime dependencies only (includes the pinned Node 24 and pm2).
 #   image-setup.sh cache    Fills Node's compile cache for every supervised process (deploy/warm-compile-cache.cjs),
 #                           so none of them loads the TypeScript stripper at run time. After the sources are copied.
+#                           In the image (root, with the hse user present) it runs as hse: see phase_cache.
 #   image-setup.sh verify   Checks that the tree can run: the pinned Node, redis-server, the supervisor file, every
 #                           process's main, the CLI. Prints one line per problem and exits 1 if there is any.
 set -euo pipefail
@@ -27,8 +28,11 @@ phase_system() {
   fi
   # Debian's package starts its own redis on TCP 6379 under systemd; in the image nothing runs it but our supervisor,
   # which starts redis-server with its own config (Unix socket, no TCP port, data under /data).
+  # The group gets the same fixed id as the user, so what the image creates on the volume is 10001:10001, the
+  # ownership deploy/check-config.ts tells operators to give a volume made by something else.
+  getent group "$HSE_USER" >/dev/null || groupadd --system --gid "$HSE_UID" "$HSE_USER"
   if ! id "$HSE_USER" >/dev/null 2>&1; then
-    useradd --system --uid "$HSE_UID" --user-group --home-dir "/home/$HSE_USER" --create-home --shell /usr/sbin/nologin "$HSE_USER"
+    useradd --system --uid "$HSE_UID" --gid "$HSE_USER" --home-dir "/home/$HSE_USER" --create-home --shell /usr/sbin/nologin "$HSE_USER"
   fi
   # /data is the volume; 700 because it holds the server keys and the Redis data.
   install -d -m 700 -o "$HSE_USER" -g "$HSE_USER" /data
@@ -69,10 +73,27 @@ phase_verify() {
   return "$bad"
 }
 
+phase_cache() {
+  cd "$APP"
+  local warm=("$APP/node_modules/.bin/node" deploy/warm-compile-cache.cjs --strict)
+  if [[ "$(id -u)" == 0 ]] && id "$HSE_USER" >/dev/null 2>&1; then
+    # Node keeps the cache in a directory named for the Node version, the V8 flags and the uid that runs it, with
+    # owner-only files: a cache filled by root is neither found nor readable by the uid the image runs as, and that
+    # uid cannot add its own beside it. So fill it as that user, in a directory it owns, where the processes will
+    # look for it (ecosystem.config.js's NODE_COMPILE_CACHE).
+    local dir="${NODE_COMPILE_CACHE:-$APP/node_modules/.cache/hse-compile}"
+    install -d "$(dirname "$dir")"
+    install -d -o "$HSE_USER" -g "$HSE_USER" "$dir"
+    setpriv --reuid="$HSE_USER" --regid="$HSE_USER" --init-groups env HOME="/home/$HSE_USER" "${warm[@]}"
+  else
+    "${warm[@]}"
+  fi
+}
+
 case "${1:-}" in
   system) phase_system ;;
   deps) phase_deps ;;
-  cache) cd "$APP" && "$APP/node_modules/.bin/node" deploy/warm-compile-cache.cjs --strict ;;
+  cache) phase_cache ;;
   verify) phase_verify ;;
   *) echo "usage: $0 system|deps|cache|verify" >&2; exit 64 ;;
 esac

@@ -19,8 +19,9 @@ import { startImage } from '../harness/image.ts';
 import { APPS, startSupervisedImage } from '../reliability/lib/supervised-image.ts';
 import { freePort, NODE, ROOT } from '../harness/process.ts';
 import { missingProxy, startProxy, type ProxyKind, type RunningProxy } from '../harness/proxies.ts';
-import { haveTailscale, TsNode, type TsStatus } from '../harness/tailscale.ts';
+import { haveTailscale, type TsNode, type TsStatus } from '../harness/tailscale.ts';
 import { HttpsClient, waitProxied } from './https-client.ts';
+import { joinTwoAndPing, pingViaRelay } from './two-clients.ts';
 
 const exec = promisify(execFile);
 
@@ -174,36 +175,9 @@ export function behindProxy(kind: ProxyKind, opts: BehindProxyOptions = {}): voi
 
   const running = (x: TsStatus) => x.BackendState === 'Running';
 
-  /**
-   * `tailscale ping` output. The harness keeps clients on the relay (TS_DEBUG_ALWAYS_USE_DERP), so after its pongs
-   * the command ends with "direct connection not established" and status 1; that is the expected ending here.
-   */
-  async function pingViaRelay(n: TsNode, ip: string): Promise<string> {
-    try {
-      return (await n.cli(['ping', '--c=5', '--timeout=10s', ip], 60_000)).stdout;
-    } catch (e) {
-      const err = e as { stdout?: string; stderr?: string };
-      if (err.stderr?.includes('direct connection not established') && err.stdout) return err.stdout;
-      throw e;
-    }
-  }
-
   test.serial(`${kind}: two official clients join with the https:// login URL through the proxy and ping each other via the relay`, async (t) => {
-    await hse('users', 'create', 'proxyuser');
-    const key = (JSON.parse(await hse('keys', 'create', '--user', 'proxyuser', '--reusable', '--json')) as { key: string }).key;
-    const names = [`${kind}-a`, `${kind}-b`];
-    for (const name of names) {
-      // The client trusts only the throwaway CA: it reaches hse through the proxy's certificate or not at all.
-      const n = new TsNode({ name, env: { SSL_CERT_FILE: s!.ca.caFile } });
-      nodes.push(n);
-      await n.start();
-    }
-    const [a, b] = nodes;
-    await Promise.all([a.up(s!.proxy.url, [`--auth-key=${key}`]), b.up(s!.proxy.url, [`--auth-key=${key}`])]);
-    const sa = await a.waitFor((x) => running(x) && a.peers(x).some((p) => p.HostName === names[1] && p.Online), `${names[0]} to see ${names[1]} online`);
-    await b.waitFor((x) => running(x) && b.peers(x).some((p) => p.HostName === names[0] && p.Online), `${names[1]} to see ${names[0]} online`);
-    const peer = a.peers(sa).find((p) => p.HostName === names[1])!;
-    const stdout = await pingViaRelay(a, peer.TailscaleIPs[0]);
+    const names: [string, string] = [`${kind}-a`, `${kind}-b`];
+    const stdout = await joinTwoAndPing({ user: 'proxyuser', loginUrl: s!.proxy.url, caFile: s!.ca.caFile, names, hse, nodes });
     t.regex(stdout, new RegExp(`pong from ${names[1]}`));
     t.regex(stdout, /via DERP\(hse\)/);
   });

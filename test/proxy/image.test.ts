@@ -1,7 +1,8 @@
 // The container's own steps without a Docker engine: the scripts deploy/Dockerfile runs (image-setup.sh verify, cache), its
 // ENTRYPOINT (entrypoint.sh: the image's config check, then pm2-runtime with the real ecosystem file, embedded Redis
 // included) in proxy mode as the overlay starts it, its HEALTHCHECK (healthcheck.sh), and the refusals an operator
-// sees instead of a restart loop.
+// sees, after which the entrypoint waits instead of exiting into a restart loop. The built image itself, run by a
+// container engine: test/image/.
 import { execFile, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -39,49 +40,51 @@ test('image-setup.sh cache: fills the compile cache for every supervised process
   }
 });
 
-test('entrypoint with --require-proxy-mode refuses an http:// public URL with one line and status 2', async (t) => {
+/**
+ * Runs the entrypoint with a setting it refuses. It must print the reason and then wait rather than exit: under the
+ * compose file's `restart: unless-stopped` an exit would be restarted whatever its status. Once the waiting line is
+ * out, SIGTERM (what tini forwards from `docker compose stop`) must be what ends it.
+ */
+async function refusal(dir: string, env: Record<string, string>): Promise<{ lines: string[]; signal: NodeJS.Signals | null; code: number | null }> {
+  const proc = spawn(ENTRYPOINT, ['--require-proxy-mode'], {
+    env: { PATH: process.env.PATH, HOME: dir, PM2_HOME: path.join(dir, 'pm2'), HSE_DATA_DIR: path.join(dir, 'd'), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let err = '';
+  proc.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  proc.stdout.resume();
+  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+  try {
+    for (let i = 0; i < 600 && proc.exitCode === null && !/hse image: not started/.test(err); i++) await sleep(50);
+    proc.kill('SIGTERM');
+    await exited;
+  } finally {
+    if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+  }
+  return { lines: err.trim().split('\n'), signal: proc.signalCode, code: proc.exitCode };
+}
+
+test('entrypoint with --require-proxy-mode refuses an http:// public URL with one line, then waits instead of exiting', async (t) => {
   const dir = tempDir('hse-ep-');
   try {
-    const r = spawnSync(ENTRYPOINT, ['--require-proxy-mode'], {
-      env: {
-        PATH: process.env.PATH,
-        HOME: dir,
-        PM2_HOME: path.join(dir, 'pm2'),
-        HSE_DATA_DIR: path.join(dir, 'd'),
-        HSE_PUBLIC_URL: 'http://vpn.example.com',
-        HSE_TLS: 'off',
-      },
-      encoding: 'utf8',
-      timeout: 30_000,
-    });
-    t.is(r.status, 2, r.stderr);
-    const lines = r.stderr.trim().split('\n');
-    t.is(lines.length, 1, r.stderr);
-    t.regex(lines[0], /^hse image: refused configuration: HSE_PUBLIC_URL: "http:\/\/vpn\.example\.com" is not https:\/\//);
+    const r = await refusal(dir, { HSE_PUBLIC_URL: 'http://vpn.example.com', HSE_TLS: 'off' });
+    t.is(r.lines.length, 2, r.lines.join('\n'));
+    t.regex(r.lines[0], /^hse image: refused configuration: HSE_PUBLIC_URL: "http:\/\/vpn\.example\.com" is not https:\/\//);
+    t.regex(r.lines[1], /^hse image: not started \(status 2\): fix what the line above names, then docker compose up -d .*; waiting here instead of exiting/);
+    t.is(r.signal, 'SIGTERM', `it exited by itself (status ${r.code}), which restart: unless-stopped would turn into a loop`);
     t.false(fs.existsSync(path.join(dir, 'pm2')), 'the supervisor never started');
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
 
-test('entrypoint refuses what every process refuses (a trusted range holding every address), status 2', async (t) => {
+test('entrypoint refuses what every process refuses (a trusted range holding every address), then waits', async (t) => {
   const dir = tempDir('hse-ep-');
   try {
-    const r = spawnSync(ENTRYPOINT, ['--require-proxy-mode'], {
-      env: {
-        PATH: process.env.PATH,
-        HOME: dir,
-        PM2_HOME: path.join(dir, 'pm2'),
-        HSE_DATA_DIR: path.join(dir, 'd'),
-        HSE_PUBLIC_URL: 'https://vpn.example.com',
-        HSE_TLS: 'off',
-        HSE_TRUSTED_PROXIES: '0.0.0.0/0',
-      },
-      encoding: 'utf8',
-      timeout: 30_000,
-    });
-    t.is(r.status, 2, r.stderr);
-    t.regex(r.stderr, /refused configuration: HSE_TRUSTED_PROXIES: "0\.0\.0\.0\/0"/);
+    const r = await refusal(dir, { HSE_PUBLIC_URL: 'https://vpn.example.com', HSE_TLS: 'off', HSE_TRUSTED_PROXIES: '0.0.0.0/0' });
+    t.regex(r.lines[0], /refused configuration: HSE_TRUSTED_PROXIES: "0\.0\.0\.0\/0"/);
+    t.regex(r.lines[1], /^hse image: not started \(status 2\)/);
+    t.is(r.signal, 'SIGTERM', r.lines.join('\n'));
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
