@@ -16,7 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { findBinary } from './proxies.ts';
+import { findBinary } from './process.ts';
 
 const run = promisify(execFile);
 

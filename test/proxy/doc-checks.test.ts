@@ -12,7 +12,7 @@ import test from 'ava';
 import { createTestCA, TEST_DOMAIN, type TestCA } from '../harness/ca.ts';
 import { startImage, type Image } from '../harness/image.ts';
 import { findBinary, freePort, ROOT } from '../harness/process.ts';
-import { missingProxy, startProxy, substitute, type RunningProxy } from '../harness/proxies.ts';
+import { missingProxy, startProxy, type RunningProxy } from '../harness/proxies.ts';
 import { blockWith, commandLines, operatorLaptop, runChecks1to5, type Laptop } from './doc-checks.ts';
 import { waitProxied } from './https-client.ts';
 
