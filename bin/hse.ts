@@ -23,6 +23,9 @@ nodes move <node> <user>
 nodes tag <node> tag:a,tag:b        (an empty list "" removes the tags)
 nodes access <node>                 (who may reach it, on what)
 nodes delete <node>
+routes list
+routes approve <node> <prefix>…     (0.0.0.0/0, ::/0 or the word exit approve the exit node)
+routes unapprove <node> <prefix>…
 policy get
 policy set <file>                   (- = standard input; refused unless it validates)
 policy check <file>                 (exit 1 with the errors; nothing changes)
@@ -171,6 +174,15 @@ async function run(argv: string[]): Promise<void> {
       return out((await api.nodeAccess(who, await node(rest[0]))).reachers, ['who', 'what', 'origin', 'line']);
     case 'nodes delete':
       return out(await api.deleteNode(who, await node(rest[0])), ['id', 'givenName']);
+    case 'routes list':
+      return out(await api.listRoutes(who), ['nodeId', 'node', 'prefix', 'advertised', 'approved', 'active', 'primary', 'online']);
+    case 'routes approve':
+    case 'routes unapprove': {
+      const target = await node(rest[0]);
+      const prefixes = rest.slice(1).filter((p) => p !== '');
+      if (prefixes.length === 0) need(undefined, 'route prefix(es)');
+      return out(await api.setRoutesApproved(who, target, prefixes, cmd === 'approve'), ['node', 'prefix', 'advertised', 'approved', 'active', 'primary']);
+    }
     case 'policy get': {
       const p = await api.getPolicy(who);
       if (json) return out(p);

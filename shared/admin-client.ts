@@ -52,6 +52,19 @@ export interface PolicyVersionView {
   note?: string;
 }
 
+/** One advertised or approved route of a machine (services/coordination/src/admin/route-routes.ts). */
+export interface RouteView {
+  nodeId: number;
+  node: string;
+  /** A CIDR prefix, or "exit" for the 0.0.0.0/0 + ::/0 pair. */
+  prefix: string;
+  advertised: boolean;
+  approved: boolean;
+  active: boolean;
+  primary: boolean;
+  online: boolean;
+}
+
 /** One line of "who may reach this machine". */
 export interface Reacher {
   who: string;
@@ -161,6 +174,16 @@ export class AdminClient {
   }
   nodeAccess(who: Actor, id: number) {
     return this.request<{ reachers: Reacher[] }>('GET', `/v1/nodes/${id}/access`, who);
+  }
+  listRoutes(who: Actor) {
+    return this.request<RouteView[]>('GET', '/v1/routes', who);
+  }
+  nodeRoutes(who: Actor, id: number) {
+    return this.request<RouteView[]>('GET', `/v1/nodes/${id}/routes`, who);
+  }
+  /** Approves (or unapproves) routes of a machine; "exit" stands for 0.0.0.0/0 + ::/0. */
+  setRoutesApproved(who: Actor, id: number, prefixes: string[], approved: boolean) {
+    return this.request<RouteView[]>('POST', `/v1/nodes/${id}/routes/${approved ? 'approve' : 'unapprove'}`, who, { prefixes });
   }
   getPolicy(who: Actor) {
     return this.request<PolicyInForce>('GET', '/v1/policy', who);

@@ -15,6 +15,7 @@ import { createServiceServer, runService } from '../../../shared/service.ts';
 import { createAdminServer } from './admin/admin-server.ts';
 import { serveControlConnection } from './control/h2-server.ts';
 import { MapHub } from './control/map-hub.ts';
+import { RouteApprovals } from './control/route-approvals.ts';
 import { LivePolicy } from './map/live-policy.ts';
 import { PolicySource } from './map/policy-source.ts';
 import { Registrar } from './control/register.ts';
@@ -93,6 +94,7 @@ runService('coordination', async ({ cfg, log }) => {
   await tailnet.start();
   await policy.start();
   hub.start();
+  new RouteApprovals({ tailnet, store, policy, activity, log: log.child('routes'), servesHere: (id) => hub.isConnectedHere(id) }).start();
   const housekeeping = new Housekeeping({
     store,
     tailnet,

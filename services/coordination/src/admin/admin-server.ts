@@ -21,6 +21,7 @@ import type { MapHub } from '../control/map-hub.ts';
 import type { LivePolicy } from '../map/live-policy.ts';
 import type { PolicyStore } from '../state/policy-store.ts';
 import { policyRoutes } from './policy-routes.ts';
+import { routeRoutes } from './route-routes.ts';
 import { type Call, id, readBody, type Routes, str } from './admin-kit.ts';
 import type { Registrar } from '../control/register.ts';
 import { keyExpiryAt } from '../state/key-expiry.ts';
@@ -271,6 +272,7 @@ export function createAdminServer(d: AdminDeps): http.Server {
       return p;
     },
     ...policyRoutes({ live: d.policy, store: d.policyStore, file: d.cfg.policyFile, log }),
+    ...routeRoutes({ store: d.store, tailnet: d.tailnet, hub: d.hub, log }),
   };
 
   const compiled = Object.entries(routes).map(([k, h]) => {
