@@ -115,7 +115,11 @@ export function runService(name: ProcessName, start: (ctx: ServiceContext) => Pr
       running = await start({ cfg, log });
       if (stopping) await running.stop(Date.now() + DRAIN_DEADLINE_MS);
     } catch (e) {
-      if (e instanceof StartupError) exitForStartupError(name, e);
+      if (e instanceof StartupError) {
+        // Final, not a crash: the next start (after the operator's fix) must not wait as if it were a restart loop.
+        stoppedCleanly(cfg.runDir, name);
+        exitForStartupError(name, e);
+      }
       log.error('could not start', { error: (e as Error).stack ?? String(e) });
       process.exit(1);
     }
