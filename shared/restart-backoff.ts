@@ -59,5 +59,9 @@ export async function waitAfterQuickExit(runDir: string, name: string): Promise<
 
 /** A clean stop: the next start is not a restart after a failure. */
 export function stoppedCleanly(runDir: string, name: string): void {
-  fs.rmSync(file(runDir, name), { force: true });
+  try {
+    fs.rmSync(file(runDir, name), { force: true });
+  } catch {
+    // No run directory to clean (it could not be created): nothing was noted either.
+  }
 }
