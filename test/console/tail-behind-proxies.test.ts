@@ -6,7 +6,7 @@
 import test from 'ava';
 import { createTestCA, TEST_DOMAIN, type TestCA } from '../harness/ca.ts';
 import type { Image } from '../harness/image.ts';
-import { HEARTBEAT_MS } from '../../services/console/src/activity/stream-route.ts';
+import { HEARTBEAT_MS } from '../../services/console/src/request/event-stream.ts';
 import { missingProxy, PROXY_KINDS, startProxy, type RunningProxy } from '../harness/proxies.ts';
 import { Client, entryOf, PASSWORD, startConsole } from '../harness/console-client.ts';
 

@@ -4,7 +4,7 @@
 import { drainRequestBody } from './request/drain-body.ts';
 import Router from '@koa/router';
 import type { Redis } from 'ioredis';
-import Koa, { type Context, type Next } from 'koa';
+import Koa from 'koa';
 import session from 'koa-session';
 import type { ActivityLog } from '../../../shared/activity.ts';
 import type { AdminClient } from '../../../shared/admin-client.ts';
@@ -32,6 +32,7 @@ import { machinesStreamRoute } from './network/machines-stream.ts';
 import { registerRoutes } from './network/register-routes.ts';
 import { usersRoutes } from './network/users-routes.ts';
 import { clientAddress } from './request/client-address.ts';
+import type { ConsoleContext, ConsoleContextFields, ConsoleState, Next } from './request/context.ts';
 import { readForm } from './request/form-body.ts';
 import { publicUrl } from './request/public-url.ts';
 import { contentSecurityPolicy, securityHeaders } from './security/headers.ts';
@@ -57,7 +58,7 @@ export interface ConsoleDeps {
 }
 
 export interface ConsoleApp {
-  app: Koa;
+  app: Koa<ConsoleState, ConsoleContextFields>;
   accounts: Accounts;
   /** Called by main once the cookie key is loaded and the first administrator exists; until then pages answer 503. */
   setReady(cookieKeys: string[]): void;
@@ -65,7 +66,7 @@ export interface ConsoleApp {
 
 export function createConsole(d: ConsoleDeps): ConsoleApp {
   const { cfg, log, redis } = d;
-  const app = new Koa();
+  const app = new Koa<ConsoleState, ConsoleContextFields>();
   // The client address comes only from the router's header (request/client-address.ts); Koa's own X-Forwarded-*
   // handling stays off so nothing else can be believed by accident.
   app.proxy = false;
@@ -74,7 +75,7 @@ export function createConsole(d: ConsoleDeps): ConsoleApp {
   let ready = false;
 
   const accounts = new Accounts(redis);
-  const clientIp = (ctx: Context) => clientAddress(ctx.req.headers);
+  const clientIp = (ctx: Pick<ConsoleContext, 'req'>) => clientAddress(ctx.req.headers);
   const limiter = new SigninLimiter(redis, clientIp);
   const throttle = new AccountThrottle(redis);
   const record: RecordActivity = async (ctx, action, actor, target, details) => {
@@ -83,7 +84,7 @@ export function createConsole(d: ConsoleDeps): ConsoleApp {
   const csp = contentSecurityPolicy(cfg);
 
   // Error pages keep the navigation for a signed-in person, so the way back is one click.
-  const viewerOf = async (ctx: Context): Promise<Viewer | null> => {
+  const viewerOf = async (ctx: ConsoleContext): Promise<Viewer | null> => {
     if (!ready) return null;
     const s = currentSession(ctx);
     const account = s ? await accountOfSession(accounts, s) : null;
@@ -92,14 +93,14 @@ export function createConsole(d: ConsoleDeps): ConsoleApp {
   app.use(drainRequestBody);
   app.use(errorHandler({ redis, log, csp, viewer: viewerOf }));
   app.use(securityHeaders(csp));
-  app.use(async (ctx: Context, next: Next) => {
+  app.use(async (ctx: ConsoleContext, next: Next) => {
     // Whether cookies are Secure follows the public URL (https => Secure), not how the router reached us over the
     // Unix socket; this also lets the cookie library send Secure cookies on this plain connection.
-    (ctx.cookies as unknown as { secure: boolean }).secure = cfg.secure;
+    ctx.cookies.secure = cfg.secure;
     await next();
   });
   app.use(serveStatic);
-  app.use(async (_ctx: Context, next: Next) => {
+  app.use(async (_ctx: ConsoleContext, next: Next) => {
     if (!ready) throw new PageError(503, 'Console starting', `The console is starting and is not ready yet. ${STORE_UNAVAILABLE}`, { 'Retry-After': '5' });
     await next();
   });
@@ -107,7 +108,7 @@ export function createConsole(d: ConsoleDeps): ConsoleApp {
 
   app.use(csrfGuard((ctx) => readForm(ctx.req)));
 
-  const router = new Router();
+  const router = new Router<ConsoleState, ConsoleContextFields>();
   const gate = requireSession(cfg, accounts);
   const loginCsrf = { cookieName: loginCookieName(cfg), secure: cfg.secure };
 
@@ -138,7 +139,7 @@ export function createConsole(d: ConsoleDeps): ConsoleApp {
   ownAccountRoutes(router, { cfg, accounts, gate, record, guard });
 
   app.use(router.routes());
-  app.use(async (ctx: Context) => {
+  app.use(async (ctx: ConsoleContext) => {
     // Reached only when no route answered.
     const m = router.match(ctx.path, ctx.method);
     if (m.path.length > 0 && !m.route) {

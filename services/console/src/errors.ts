@@ -3,7 +3,7 @@
 // API and stream paths get JSON. Never a stack trace in a response.
 import crypto from 'node:crypto';
 import type { Redis } from 'ioredis';
-import type { Context, Next } from 'koa';
+import type { ConsoleContext, Next } from './request/context.ts';
 import { AdminError } from '../../../shared/admin-client.ts';
 import type { Logger } from '../../../shared/log.ts';
 import { FormError } from './request/form-body.ts';
@@ -49,7 +49,7 @@ export function isStoreError(e: unknown, redis: Redis): boolean {
   return /Connection is closed|Stream isn't writeable|ECONNREFUSED|ENOENT|ECONNRESET|EPIPE|ETIMEDOUT|LOADING|READONLY/.test(String(err?.message ?? ''));
 }
 
-export function wantsJson(ctx: Context): boolean {
+export function wantsJson(ctx: ConsoleContext): boolean {
   return ctx.path.startsWith('/console/api/') || ctx.path === '/console/logs/stream' || ctx.path === '/console/machines/stream';
 }
 
@@ -58,11 +58,11 @@ export interface ErrorOptions {
   log: Logger;
   csp: string;
   /** Who is signed in, so an error page can keep the navigation; null when nobody (or unknown). */
-  viewer: (ctx: Context) => Promise<Viewer | null>;
+  viewer: (ctx: ConsoleContext) => Promise<Viewer | null>;
 }
 
 export function errorHandler(opts: ErrorOptions) {
-  return async function errors(ctx: Context, next: Next): Promise<void> {
+  return async function errors(ctx: ConsoleContext, next: Next): Promise<void> {
     try {
       await next();
     } catch (e) {
@@ -96,7 +96,7 @@ export function errorHandler(opts: ErrorOptions) {
         opts.log.error('request failed', { ref, method: ctx.method, path: ctx.path, error: (e as Error)?.stack ?? String(e) });
       }
       if (ctx.headerSent || !ctx.writable) return;
-      const state = ctx.state as { viewer?: Viewer };
+      const state = ctx.state;
       if (!state.viewer && status < 500 && !wantsJson(ctx)) {
         try {
           state.viewer = (await opts.viewer(ctx)) ?? undefined;

@@ -5,7 +5,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Context, Next } from 'koa';
+import type { ConsoleContext, Next } from './request/context.ts';
 
 const PUBLIC_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../public');
 
@@ -36,7 +36,7 @@ export function assetUrl(name: string): string {
 }
 
 /** Serves GET/HEAD /console/static/<name>; everything else passes on. */
-export async function serveStatic(ctx: Context, next: Next): Promise<void> {
+export async function serveStatic(ctx: ConsoleContext, next: Next): Promise<void> {
   const m = /^\/console\/static\/([A-Za-z0-9._-]+)$/.exec(ctx.path);
   if (!m || (ctx.method !== 'GET' && ctx.method !== 'HEAD')) return next();
   const a = assets.get(m[1]);

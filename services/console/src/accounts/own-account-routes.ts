@@ -4,19 +4,14 @@
 // The current-password check counts like a sign-in (auth/password-guard.ts): a stolen session cannot guess freely.
 // A changed password ends the account's other sessions (sessionsNotBefore); this one continues under a new session
 // id, as after a sign-in, since the person just proved the password again.
-import type Router from '@koa/router';
-import type { Context, Middleware } from 'koa';
+import { type ConsoleContext, type ConsoleMiddleware, type ConsoleRouter, viewerOf } from '../request/context.ts';
 import type { Config } from '../../../../shared/config.ts';
 import type { Accounts } from '../auth/accounts.ts';
 import type { RecordActivity } from '../auth/login-routes.ts';
-import type { ConsoleState } from '../auth/require-session.ts';
 import { afterPasswordCheck, beforePasswordCheck, type GuardDeps } from '../auth/password-guard.ts';
-import type { SessionData } from '../auth/session.ts';
-import { FormProblem } from '../network/act.ts';
-import { setFlash, takeFlash } from '../request/flash.ts';
+import { FormProblem, formRoute } from '../request/form-route.ts';
+import { takeFlash } from '../request/flash.ts';
 import { field } from '../request/form-body.ts';
-import { formOf } from '../request/form.ts';
-import { publicUrl } from '../request/public-url.ts';
 import { hashPassword, verifyPassword } from '../security/password-hash.ts';
 import { ownAccountPage } from '../views/accounts-page.ts';
 import { passwordProblem } from './password-rules.ts';
@@ -24,14 +19,14 @@ import { passwordProblem } from './password-rules.ts';
 export interface OwnAccountDeps {
   cfg: Config;
   accounts: Accounts;
-  gate: Middleware;
+  gate: ConsoleMiddleware;
   record: RecordActivity;
   guard: GuardDeps;
 }
 
-export function ownAccountRoutes(router: Router, d: OwnAccountDeps): void {
-  const show = async (ctx: Context, error: string | null = null): Promise<string> => {
-    const viewer = (ctx.state as ConsoleState).viewer!;
+export function ownAccountRoutes(router: ConsoleRouter, d: OwnAccountDeps): void {
+  const show = async (ctx: ConsoleContext, error: string | null = null): Promise<string> => {
+    const viewer = viewerOf(ctx);
     const account = (await d.accounts.get(viewer.username))!;
     return ownAccountPage({ viewer, account, error, flash: error ? null : takeFlash(ctx) });
   };
@@ -41,10 +36,10 @@ export function ownAccountRoutes(router: Router, d: OwnAccountDeps): void {
     ctx.body = await show(ctx);
   });
 
-  router.post('/console/account/password', d.gate, async (ctx) => {
-    const viewer = (ctx.state as ConsoleState).viewer!;
-    const form = await formOf(ctx);
-    try {
+  formRoute(router, '/console/account/password', d, {
+    role: 'anyone',
+    run: async (ctx, form) => {
+      const viewer = viewerOf(ctx);
       const account = await d.accounts.get(viewer.username);
       if (!account) throw new FormProblem('Your account no longer exists.');
       // The current password is guessed here like at sign-in (by whoever holds the session), so it has the same limits.
@@ -69,19 +64,14 @@ export function ownAccountRoutes(router: Router, d: OwnAccountDeps): void {
       const now = Date.now();
       await d.accounts.put({ ...account, passwordHash: await hashPassword(next), passwordChangedAt: new Date(now).toISOString(), sessionsNotBefore: now });
       // This session continues under a new id: authAt = now passes the new sessionsNotBefore; the old id is gone.
-      const sess = ctx.session as unknown as SessionData & { regenerate(): Promise<void> };
+      const sess = ctx.session;
+      if (!sess) throw new Error('the session gate lets no request without a session through');
       sess.authAt = now;
       sess.seen = now;
       await sess.regenerate();
       await d.record(ctx, 'console.password_change', account.username, account.username, { otherSessionsEnded: true });
-      setFlash(ctx, 'ok', 'Password changed. Your other sessions have ended.');
-      ctx.status = 303;
-      ctx.redirect(publicUrl(d.cfg, '/console/account'));
-    } catch (e) {
-      if (!(e instanceof FormProblem)) throw e;
-      ctx.status = e.status;
-      ctx.type = 'html';
-      ctx.body = await show(ctx, e.message);
-    }
+      return { text: 'Password changed. Your other sessions have ended.', to: '/console/account' };
+    },
+    refused: (ctx, message) => show(ctx, message),
   });
 }

@@ -5,28 +5,26 @@
 //   GET /console/logs/export.csv       every matching entry, CSV (formula cells neutralised: csv.ts)
 //   GET /console/logs/export.json      every matching entry, a JSON array
 // All of them need a signed-in session (any role).
-import type Router from '@koa/router';
-import type { Context, Middleware } from 'koa';
 import type { Redis } from 'ioredis';
 import { PassThrough } from 'node:stream';
 import type { Config } from '../../../../shared/config.ts';
 import type { Logger } from '../../../../shared/log.ts';
-import type { ConsoleState } from '../auth/require-session.ts';
 import { PageError } from '../errors.ts';
 import { publicUrl } from '../request/public-url.ts';
 import { logsPage } from '../views/logs-page.ts';
 import { csvEntry, csvHeader } from './csv.ts';
 import { filterParams, readFilter, type Filter } from './filter.ts';
 import { DEFAULT_PAGE, findAll, findPage, MAX_PAGE, STREAM_ID_RE } from './query.ts';
+import { type ConsoleContext, type ConsoleMiddleware, type ConsoleRouter, viewerOf } from '../request/context.ts';
 
 export interface LogsDeps {
   cfg: Config;
   redis: Redis;
   log: Logger;
-  gate: Middleware;
+  gate: ConsoleMiddleware;
 }
 
-function cursor(ctx: Context, name: 'before' | 'after'): string | undefined {
+function cursor(ctx: ConsoleContext, name: 'before' | 'after'): string | undefined {
   const v = ctx.query[name];
   if (v === undefined || v === '') return undefined;
   if (typeof v !== 'string' || !STREAM_ID_RE.test(v)) throw new PageError(400, 'Bad page link', `"${name}" must be an entry id such as 1732262400000-0.`);
@@ -41,7 +39,7 @@ function exportName(ext: string): string {
  * Streams an export so a large log never sits in memory as one string. The first batch is read before the answer
  * starts, so a store that is down gives the 503 page rather than a truncated file.
  */
-async function streamExport(ctx: Context, d: LogsDeps, f: Filter, format: 'csv' | 'json'): Promise<void> {
+async function streamExport(ctx: ConsoleContext, d: LogsDeps, f: Filter, format: 'csv' | 'json'): Promise<void> {
   const it = findAll(d.redis, f, d.cfg.activityMaxEntries);
   let step = await it.next();
   const out = new PassThrough();
@@ -74,7 +72,7 @@ async function streamExport(ctx: Context, d: LogsDeps, f: Filter, format: 'csv' 
   })();
 }
 
-export function logsRoutes(router: Router, d: LogsDeps): void {
+export function logsRoutes(router: ConsoleRouter, d: LogsDeps): void {
   router.get('/console/logs', d.gate, async (ctx) => {
     const f = readFilter(ctx.query);
     const before = cursor(ctx, 'before');
@@ -88,7 +86,7 @@ export function logsRoutes(router: Router, d: LogsDeps): void {
     }
     ctx.type = 'html';
     ctx.body = logsPage({
-      viewer: (ctx.state as ConsoleState).viewer!,
+      viewer: viewerOf(ctx),
       filter: f.raw,
       errors: f.errors,
       result,

@@ -7,8 +7,7 @@
 // Every outcome that matters to an operator goes to the activity log: sign-in, failed sign-in (with the user name
 // that was tried, never the password), the first refusal of a rate-limited address, an account locked against the
 // networks its failures came from and the first refusal of each (password-guard.ts), and sign-out.
-import type Router from '@koa/router';
-import type { Context } from 'koa';
+import type { ConsoleContext, ConsoleRouter } from '../request/context.ts';
 import type { Config } from '../../../../shared/config.ts';
 import type { Logger } from '../../../../shared/log.ts';
 import { PageError } from '../errors.ts';
@@ -24,7 +23,7 @@ import { currentSession } from './session.ts';
 import type { SigninLimiter } from './signin-limit.ts';
 import { startSession } from './start-session.ts';
 
-export type RecordActivity = (ctx: Context, action: string, actor: string, target?: string, details?: { [k: string]: unknown }) => Promise<void>;
+export type RecordActivity = (ctx: ConsoleContext, action: string, actor: string, target?: string, details?: { [k: string]: unknown }) => Promise<void>;
 
 export interface LoginDeps {
   cfg: Config;
@@ -32,7 +31,7 @@ export interface LoginDeps {
   limiter: SigninLimiter;
   throttle: AccountThrottle;
   record: RecordActivity;
-  clientIp: (ctx: Context) => string;
+  clientIp: (ctx: ConsoleContext) => string;
   loginCsrf: LoginCsrfOptions;
   log: Logger;
   /** The identity provider's button, and whether passwords are offered beside it (oidc/oidc-routes.ts). */
@@ -45,7 +44,7 @@ export function attemptedName(text: string): string {
   return text.replace(/[\u0000-\u001f\u007f]/g, '').slice(0, 64);
 }
 
-export function loginRoutes(router: Router, d: LoginDeps): void {
+export function loginRoutes(router: ConsoleRouter, d: LoginDeps): void {
   const form = (v: LoginView) => loginPage({ ...v, choices: d.choices });
   router.get('/console/login', async (ctx) => {
     if (currentSession(ctx)) {

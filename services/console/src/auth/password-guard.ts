@@ -4,7 +4,7 @@
 //                     address is out of attempts or the account is locked against its network (account-throttle.ts);
 //   after it:         a success gives the address's attempt back; a failure counts against the account.
 // First refusals and the start of an account lock go to the activity log (once per blocked period, not per request).
-import type { Context } from 'koa';
+import type { ConsoleContext } from '../request/context.ts';
 import type { Logger } from '../../../../shared/log.ts';
 import type { AccountThrottle } from './account-throttle.ts';
 import { USERNAME_RE } from './accounts.ts';
@@ -15,7 +15,7 @@ export interface GuardDeps {
   limiter: SigninLimiter;
   throttle: AccountThrottle;
   record: RecordActivity;
-  clientIp: (ctx: Context) => string;
+  clientIp: (ctx: ConsoleContext) => string;
   log: Logger;
 }
 
@@ -26,7 +26,7 @@ export interface Refusal {
 }
 
 /** Call before checking a password for `name` (as typed). Null: go ahead. Otherwise Retry-After is already set. */
-export async function beforePasswordCheck(ctx: Context, d: GuardDeps, name: string): Promise<Refusal | null> {
+export async function beforePasswordCheck(ctx: ConsoleContext, d: GuardDeps, name: string): Promise<Refusal | null> {
   const ip = d.clientIp(ctx);
   const limited = await d.limiter.attempt(ctx);
   if (limited) {
@@ -50,7 +50,7 @@ export async function beforePasswordCheck(ctx: Context, d: GuardDeps, name: stri
 }
 
 /** Call after the password check that beforePasswordCheck let through. */
-export async function afterPasswordCheck(ctx: Context, d: GuardDeps, name: string, ok: boolean): Promise<void> {
+export async function afterPasswordCheck(ctx: ConsoleContext, d: GuardDeps, name: string, ok: boolean): Promise<void> {
   const ip = d.clientIp(ctx);
   if (ok) {
     await d.limiter.giveBack(ip);

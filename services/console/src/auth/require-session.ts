@@ -7,28 +7,21 @@
 // (form field `csrf`, or X-CSRF-Token for scripts), whatever route it is for, so a new route cannot forget it. The
 // sign-in form and the buttons that start a sign-in with the identity provider are the exceptions: they have no
 // session yet and check the sign-in form's own token (csrf.ts).
-import type { Context, Next } from 'koa';
+import type { ConsoleContext, Next } from '../request/context.ts';
 import type { Config } from '../../../../shared/config.ts';
 import { PageError, wantsJson } from '../errors.ts';
 import { publicUrl } from '../request/public-url.ts';
 import { isProviderSignInStart } from '../oidc/sign-in-paths.ts';
 import { CSRF_FIELD, CSRF_HEADER, isStateChanging, tokensMatch } from '../security/csrf.ts';
-import type { Viewer } from '../views/layout.ts';
 import type { Accounts } from './accounts.ts';
 import { currentSession, touch } from './session.ts';
 import { accountOfSession } from './session-check.ts';
-
-export interface ConsoleState {
-  viewer?: Viewer;
-  /** The parsed form, once the CSRF guard has read it; handlers use this instead of reading the body again. */
-  form?: URLSearchParams;
-}
 
 export const CSRF_MISMATCH =
   'This request did not carry the security token of your session, so it was refused: it may have come from another site, or from a page opened before you last signed in. Reload the page and try again.';
 
 export function requireSession(cfg: Config, accounts: Accounts) {
-  return async function sessionGate(ctx: Context, next: Next): Promise<void> {
+  return async function sessionGate(ctx: ConsoleContext, next: Next): Promise<void> {
     const s = currentSession(ctx);
     const account = s ? await accountOfSession(accounts, s) : null;
     if (!s || !account) {
@@ -43,13 +36,13 @@ export function requireSession(cfg: Config, accounts: Accounts) {
       return;
     }
     touch(ctx);
-    (ctx.state as ConsoleState).viewer = { username: account.username, role: account.role, csrf: s.csrf };
+    ctx.state.viewer = { username: account.username, role: account.role, csrf: s.csrf };
     await next();
   };
 }
 
-export function csrfGuard(readForm: (ctx: Context) => Promise<URLSearchParams>) {
-  return async function csrf(ctx: Context, next: Next): Promise<void> {
+export function csrfGuard(readForm: (ctx: ConsoleContext) => Promise<URLSearchParams>) {
+  return async function csrf(ctx: ConsoleContext, next: Next): Promise<void> {
     if (!isStateChanging(ctx.method) || ctx.path === '/console/login' || isProviderSignInStart(ctx.path)) return next();
     const s = currentSession(ctx);
     // Signing out of a session that has already ended is not an attack; the handler just shows the sign-in page.
@@ -57,7 +50,7 @@ export function csrfGuard(readForm: (ctx: Context) => Promise<URLSearchParams>) 
     let given = ctx.get(CSRF_HEADER);
     if (given === '') {
       const form = await readForm(ctx);
-      (ctx.state as ConsoleState).form = form;
+      ctx.state.form = form;
       const all = form.getAll(CSRF_FIELD);
       given = all.length === 1 ? all[0] : '';
     }

@@ -6,7 +6,7 @@
 // every request and both reflected in the Redis TTL, so a stolen id dies on schedule even if nobody asks for it.
 import crypto from 'node:crypto';
 import type { Redis } from 'ioredis';
-import type { Context } from 'koa';
+import type { ConsoleContext } from '../request/context.ts';
 import type { CreateSessionOptions } from 'koa-session';
 import type { Config } from '../../../../shared/config.ts';
 import { K } from '../../../../shared/redis-keys.ts';
@@ -115,19 +115,18 @@ export function sessionOptions(cfg: Config, redis: Redis): CreateSessionOptions 
 }
 
 /** The signed-in session of this request, or null. */
-export function currentSession(ctx: Context): SessionData | null {
-  const s = ctx.session as unknown as Partial<SessionData> | null;
+export function currentSession(ctx: ConsoleContext): SessionData | null {
+  const s = ctx.session;
   return isLive(s) ? s : null;
 }
 
 /** Marks the session as used now; written back only when `seen` is stale, which also extends the Redis TTL. */
-export function touch(ctx: Context, now = Date.now()): void {
-  const s = ctx.session as unknown as SessionData | null;
-  if (s && now - s.seen >= SEEN_RESOLUTION_MS) s.seen = now;
+export function touch(ctx: ConsoleContext, now = Date.now()): void {
+  const s = ctx.session;
+  if (s && typeof s.seen === 'number' && now - s.seen >= SEEN_RESOLUTION_MS) s.seen = now;
 }
 
 /** The session id, for code that must check the session again later (the live tail). */
-export function sessionId(ctx: Context): string | null {
-  const s = ctx.session as unknown as { externalKey?: string } | null;
-  return s?.externalKey ?? null;
+export function sessionId(ctx: ConsoleContext): string | null {
+  return ctx.session?.externalKey ?? null;
 }

@@ -7,7 +7,7 @@
 // The address is the one the router resolved. Behind a reverse proxy that is not in HSE_TRUSTED_PROXIES every
 // visitor appears as the proxy, so they all share one budget: the documented pitfall (README, proxy mode).
 import type { Redis } from 'ioredis';
-import type { Context } from 'koa';
+import type { ConsoleContext } from '../request/context.ts';
 import ratelimit from 'koa-ratelimit';
 import { parseAddress } from '../../../../shared/trusted-proxies.ts';
 import { K } from '../../../../shared/redis-keys.ts';
@@ -37,7 +37,7 @@ export class SigninLimiter {
   readonly redis: Redis;
   private readonly middleware: ReturnType<typeof ratelimit>;
 
-  constructor(redis: Redis, clientIp: (ctx: Context) => string) {
+  constructor(redis: Redis, clientIp: (ctx: Pick<ConsoleContext, 'req'>) => string) {
     this.redis = redis;
     this.middleware = ratelimit({
       driver: 'redis',
@@ -55,13 +55,13 @@ export class SigninLimiter {
    * Counts one attempt for this request's address. Returns null when the attempt may proceed, or how long to wait
    * (Retry-After is then already set on the response).
    */
-  async attempt(ctx: Context): Promise<Limited | null> {
+  async attempt(ctx: ConsoleContext): Promise<Limited | null> {
     let allowed = false;
     await this.middleware(ctx, async () => {
       allowed = true;
     });
     if (allowed) return null;
-    const after = Math.max(1, Number((ctx.state as { rateLimit?: { after?: number } }).rateLimit?.after ?? 1));
+    const after = Math.max(1, Number(ctx.state.rateLimit?.after ?? 1));
     ctx.set('Retry-After', String(after));
     return { retryAfter: after };
   }

@@ -1,6 +1,6 @@
 // What the network pages (machines, users, keys, device approval) need: the admin API client, the settings, the
 // session gate, and the change feed for live views.
-import type { Middleware } from 'koa';
+import type { ConsoleMiddleware } from '../request/context.ts';
 import type { AdminClient } from '../../../../shared/admin-client.ts';
 import type { Config } from '../../../../shared/config.ts';
 import type { Logger } from '../../../../shared/log.ts';
@@ -11,7 +11,7 @@ import type { ChangeFeed } from './change-feed.ts';
 export interface NetworkDeps {
   cfg: Config;
   admin: AdminClient;
-  gate: Middleware;
+  gate: ConsoleMiddleware;
   feed: ChangeFeed;
   redis: Redis;
   accounts: Accounts;

@@ -7,7 +7,7 @@
 //   extra records    name, optional type, value:   grafana.hse.internal A 100.64.0.7
 import type { DnsSettings } from '../../../../shared/dns-settings.ts';
 import { field } from '../request/form-body.ts';
-import { FormProblem } from './act.ts';
+import { FormProblem } from '../request/form-route.ts';
 
 /** The form's text fields, as typed (kept to show again when a change is refused). */
 export interface DnsFormText {

@@ -7,19 +7,15 @@
 //   POST /console/machines/:id/expire                      -> 303 to the machine
 //   POST /console/machines/:id/delete                      -> 303 to the list
 // Changes need an administrator (auth/role.ts); the admin API writes their activity entries.
-import type Router from '@koa/router';
-import type { Context } from 'koa';
+import { type ConsoleContext, type ConsoleRouteContext, type ConsoleRouter, viewerOf } from '../request/context.ts';
 import { AdminError } from '../../../../shared/admin-client.ts';
 import type { NodeView } from '../../../../shared/model.ts';
-import type { ConsoleState } from '../auth/require-session.ts';
-import { requireAdmin } from '../auth/role.ts';
 import { PageError } from '../errors.ts';
 import { takeFlash } from '../request/flash.ts';
 import { field } from '../request/form-body.ts';
-import { formOf } from '../request/form.ts';
+import { FormProblem, formRoute, type Outcome } from '../request/form-route.ts';
 import { machinePage } from '../views/machine-page.ts';
 import { machinesPage } from '../views/machines-page.ts';
-import { act, FormProblem } from './act.ts';
 import { actorOf } from './actor.ts';
 import type { NetworkDeps } from './deps.ts';
 import { readMachineFilter } from './machine-filter.ts';
@@ -31,15 +27,15 @@ export function machineId(text: string | undefined): number {
   return Number(text);
 }
 
-export function machinesRoutes(router: Router, d: NetworkDeps): void {
+export function machinesRoutes(router: ConsoleRouter, d: NetworkDeps): void {
   router.get('/console/machines', d.gate, async (ctx) => {
     const filter = readMachineFilter(ctx.query);
     const data = await loadMachines(d.admin, actorOf(ctx), filter);
     ctx.type = 'html';
-    ctx.body = machinesPage({ ...data, viewer: (ctx.state as ConsoleState).viewer!, filter, publicOrigin: d.cfg.publicOrigin, flash: takeFlash(ctx) });
+    ctx.body = machinesPage({ ...data, viewer: viewerOf(ctx), filter, publicOrigin: d.cfg.publicOrigin, flash: takeFlash(ctx) });
   });
 
-  const showMachine = async (ctx: Context, id: number, error: string | null = null): Promise<string> => {
+  const showMachine = async (ctx: ConsoleContext, id: number, error: string | null = null): Promise<string> => {
     const who = actorOf(ctx);
     let node: NodeView;
     try {
@@ -50,7 +46,7 @@ export function machinesRoutes(router: Router, d: NetworkDeps): void {
       throw e;
     }
     const users = await d.admin.listUsers(who);
-    return machinePage({ viewer: (ctx.state as ConsoleState).viewer!, node, users, baseDomain: d.cfg.baseDomain, flash: error ? null : takeFlash(ctx), error });
+    return machinePage({ viewer: viewerOf(ctx), node, users, baseDomain: d.cfg.baseDomain, flash: error ? null : takeFlash(ctx), error });
   };
 
   router.get('/console/machines/:id', d.gate, async (ctx) => {
@@ -59,82 +55,46 @@ export function machinesRoutes(router: Router, d: NetworkDeps): void {
     ctx.body = await showMachine(ctx, id);
   });
 
-  router.post('/console/machines/:id/rename', d.gate, requireAdmin, async (ctx) => {
-    const id = machineId(ctx.params.id);
-    const form = await formOf(ctx);
-    await act(
-      ctx,
-      d.cfg,
-      async () => {
-        const name = field(form, 'name').trim();
-        if (name === '') throw new FormProblem('Type the new name.');
-        const n = await d.admin.renameNode(actorOf(ctx), id, name);
-        return { text: `Renamed. Clients now reach it as ${n.fqdn}.`, to: `/console/machines/${id}` };
-      },
-      (message) => showMachine(ctx, id, message),
-    );
+  const form = (path: string, run: (ctx: ConsoleRouteContext, id: number, form: URLSearchParams) => Promise<Outcome>) =>
+    formRoute(router, `/console/machines/:id/${path}`, d, {
+      role: 'admin',
+      run: (ctx, f) => run(ctx, machineId(ctx.params.id), f),
+      refused: (ctx, message) => showMachine(ctx, machineId(ctx.params.id), message),
+    });
+
+  form('rename', async (ctx, id, f) => {
+    const name = field(f, 'name').trim();
+    if (name === '') throw new FormProblem('Type the new name.');
+    const n = await d.admin.renameNode(actorOf(ctx), id, name);
+    return { text: `Renamed. Clients now reach it as ${n.fqdn}.`, to: `/console/machines/${id}` };
   });
 
-  router.post('/console/machines/:id/move', d.gate, requireAdmin, async (ctx) => {
-    const id = machineId(ctx.params.id);
-    const form = await formOf(ctx);
-    await act(
-      ctx,
-      d.cfg,
-      async () => {
-        const user = field(form, 'user').trim();
-        if (user === '') throw new FormProblem('Choose the user to move the machine to.');
-        const n = await d.admin.moveNode(actorOf(ctx), id, user);
-        return { text: `Moved to ${n.user}.`, to: `/console/machines/${id}` };
-      },
-      (message) => showMachine(ctx, id, message),
-    );
+  form('move', async (ctx, id, f) => {
+    const user = field(f, 'user').trim();
+    if (user === '') throw new FormProblem('Choose the user to move the machine to.');
+    const n = await d.admin.moveNode(actorOf(ctx), id, user);
+    return { text: `Moved to ${n.user}.`, to: `/console/machines/${id}` };
   });
 
-  router.post('/console/machines/:id/key-expiry', d.gate, requireAdmin, async (ctx) => {
-    const id = machineId(ctx.params.id);
-    const form = await formOf(ctx);
-    await act(
-      ctx,
-      d.cfg,
-      async () => {
-        const value = field(form, 'disabled');
-        if (value !== '1' && value !== '0') throw new FormProblem('Choose whether to disable or enable key expiry.');
-        const n = await d.admin.setKeyExpiryDisabled(actorOf(ctx), id, value === '1');
-        return {
-          text: n.keyExpiryDisabled
-            ? `Key expiry disabled: the key of ${n.givenName} no longer expires.`
-            : `Key expiry enabled: the key of ${n.givenName} ${n.expiry ? `expires ${n.expiry.slice(0, 10)}` : 'follows the tailnet default (never)'}.`,
-          to: `/console/machines/${id}`,
-        };
-      },
-      (message) => showMachine(ctx, id, message),
-    );
+  form('key-expiry', async (ctx, id, f) => {
+    const value = field(f, 'disabled');
+    if (value !== '1' && value !== '0') throw new FormProblem('Choose whether to disable or enable key expiry.');
+    const n = await d.admin.setKeyExpiryDisabled(actorOf(ctx), id, value === '1');
+    return {
+      text: n.keyExpiryDisabled
+        ? `Key expiry disabled: the key of ${n.givenName} no longer expires.`
+        : `Key expiry enabled: the key of ${n.givenName} ${n.expiry ? `expires ${n.expiry.slice(0, 10)}` : 'follows the tailnet default (never)'}.`,
+      to: `/console/machines/${id}`,
+    };
   });
 
-  router.post('/console/machines/:id/expire', d.gate, requireAdmin, async (ctx) => {
-    const id = machineId(ctx.params.id);
-    await act(
-      ctx,
-      d.cfg,
-      async () => {
-        const n = await d.admin.expireNode(actorOf(ctx), id);
-        return { text: `The key of ${n.givenName} has expired; it must run tailscale up again to reconnect.`, to: `/console/machines/${id}` };
-      },
-      (message) => showMachine(ctx, id, message),
-    );
+  form('expire', async (ctx, id) => {
+    const n = await d.admin.expireNode(actorOf(ctx), id);
+    return { text: `The key of ${n.givenName} has expired; it must run tailscale up again to reconnect.`, to: `/console/machines/${id}` };
   });
 
-  router.post('/console/machines/:id/delete', d.gate, requireAdmin, async (ctx) => {
-    const id = machineId(ctx.params.id);
-    await act(
-      ctx,
-      d.cfg,
-      async () => {
-        const n = await d.admin.deleteNode(actorOf(ctx), id);
-        return { text: `Deleted ${n.givenName}; its addresses ${n.ipv4} and ${n.ipv6} are free again.`, to: '/console/machines' };
-      },
-      (message) => showMachine(ctx, id, message),
-    );
+  form('delete', async (ctx, id) => {
+    const n = await d.admin.deleteNode(actorOf(ctx), id);
+    return { text: `Deleted ${n.givenName}; its addresses ${n.ipv4} and ${n.ipv6} are free again.`, to: '/console/machines' };
   });
 }

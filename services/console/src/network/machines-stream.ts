@@ -4,21 +4,15 @@
 // API and sends it, rendered by the same functions as the page, when it differs from what was sent last:
 //   event: html\ndata: {"html":"<the view>"}                     replace the view with this
 //   event: unavailable\ndata: {"message":"..."}                 the admin API is not answering; retrying
-//   event: end\ndata: {"reason":"signed-out"}                   the session ended
-//   : ping                                                      every HEARTBEAT_MS, so proxies and browsers see life
+// plus the heartbeat and the end at sign-out of every console event stream (request/event-stream.ts).
 // A change is read twice: once shortly after it (a burst of changes is read once), and once more a little later,
 // because the coordination service applies a change it published to its own view a moment after announcing it.
-// X-Accel-Buffering: no asks nginx not to buffer; Caddy and Traefik pass text/event-stream through unbuffered.
-import type Router from '@koa/router';
-import type { Context } from 'koa';
-import { PassThrough } from 'node:stream';
+import { type ConsoleContext, type ConsoleRouter, viewerOf } from '../request/context.ts';
 import { AdminError } from '../../../../shared/admin-client.ts';
 import type { ChangeEvent } from '../../../../shared/changes.ts';
-import type { ConsoleState } from '../auth/require-session.ts';
-import { sessionId } from '../auth/session.ts';
-import { sessionStillLive } from '../auth/session-check.ts';
 import { PageError } from '../errors.ts';
-import { claimStreamSlot, openStreams } from '../request/open-streams.ts';
+import { openEventStream } from '../request/event-stream.ts';
+import { claimStreamSlot } from '../request/open-streams.ts';
 import { machineFacts } from '../views/machine-page.ts';
 import { machinesLive } from '../views/machines-page.ts';
 import { actorOf } from './actor.ts';
@@ -26,19 +20,16 @@ import type { NetworkDeps } from './deps.ts';
 import { readMachineFilter } from './machine-filter.ts';
 import { loadMachines } from './machines-data.ts';
 
-export const HEARTBEAT_MS = 15_000;
 /** Relative times ("5 min ago") go stale; the view is read again every this many heartbeats even without a change. */
 const REFRESH_EVERY_BEATS = 4;
 const QUICK_MS = 150;
 const SETTLE_MS = 1_500;
-/** See stream-route.ts: a client that does not read is dropped rather than buffered for. */
-const MAX_BUFFERED = 1024 * 1024;
 
 type Render = () => Promise<string>;
 
-function renderer(ctx: Context, d: NetworkDeps): { render: Render; relevant: (e: ChangeEvent | null) => boolean } {
+function renderer(ctx: ConsoleContext, d: NetworkDeps): { render: Render; relevant: (e: ChangeEvent | null) => boolean } {
   const who = actorOf(ctx);
-  const viewer = (ctx.state as ConsoleState).viewer!;
+  const viewer = viewerOf(ctx);
   const idText = typeof ctx.query.id === 'string' ? ctx.query.id : '';
   if (idText !== '') {
     if (!/^\d{1,12}$/.test(idText)) throw new PageError(400, 'Bad machine id', '"id" must be a machine id.');
@@ -62,31 +53,10 @@ function renderer(ctx: Context, d: NetworkDeps): { render: Render; relevant: (e:
   };
 }
 
-export function machinesStreamRoute(router: Router, d: NetworkDeps): void {
+export function machinesStreamRoute(router: ConsoleRouter, d: NetworkDeps): void {
   router.get('/console/machines/stream', d.gate, async (ctx) => {
     const { render, relevant } = renderer(ctx, d);
-    const sid = sessionId(ctx);
     const release = claimStreamSlot(ctx, 'live views');
-
-    const stream = new PassThrough();
-    openStreams.add(stream);
-    ctx.req.socket.setTimeout(0);
-    ctx.req.socket.setNoDelay(true);
-    ctx.status = 200;
-    ctx.type = 'text/event-stream; charset=utf-8';
-    ctx.set('Cache-Control', 'no-cache');
-    ctx.set('X-Accel-Buffering', 'no');
-    ctx.body = stream;
-    stream.write('retry: 3000\n: connected\n\n');
-
-    const send = (chunk: string) => {
-      if (stream.destroyed || stream.writableEnded) return;
-      if (stream.writableLength > MAX_BUFFERED) {
-        stream.destroy();
-        return;
-      }
-      stream.write(chunk);
-    };
 
     let last = '';
     let unavailable = false;
@@ -133,40 +103,24 @@ export function machinesStreamRoute(router: Router, d: NetworkDeps): void {
         void refresh();
       }, SETTLE_MS);
     };
-    const unsubscribe = d.feed.subscribe((e) => {
+    let beats = 0;
+    let unsubscribe = () => {};
+    const send = openEventStream(ctx, d, {
+      onBeat: () => {
+        beats++;
+        if (unavailable || beats % REFRESH_EVERY_BEATS === 0) void refresh();
+      },
+      onClose: () => {
+        if (quick) clearTimeout(quick);
+        if (settle) clearTimeout(settle);
+        unsubscribe();
+        release();
+      },
+    });
+    unsubscribe = d.feed.subscribe((e) => {
       if (relevant(e)) schedule();
     });
     // The page may have changed between its rendering and this stream opening (and this may be a reconnect).
     void refresh();
-
-    let beats = 0;
-    const beat = setInterval(() => {
-      void (async () => {
-        let live = true;
-        try {
-          live = await sessionStillLive(d.redis, d.accounts, sid);
-        } catch {
-          // Store trouble is not a sign-out: keep the stream, the next beat checks again.
-        }
-        if (!live) {
-          stream.end('event: end\ndata: {"reason":"signed-out"}\n\n');
-          return;
-        }
-        send(`: ping ${new Date().toISOString()}\n\n`);
-        beats++;
-        if (unavailable || beats % REFRESH_EVERY_BEATS === 0) void refresh();
-      })();
-    }, HEARTBEAT_MS);
-
-    const cleanup = () => {
-      clearInterval(beat);
-      if (quick) clearTimeout(quick);
-      if (settle) clearTimeout(settle);
-      unsubscribe();
-      openStreams.delete(stream);
-      release();
-    };
-    stream.once('close', cleanup);
-    ctx.res.once('close', () => stream.destroy());
   });
 }

@@ -4,26 +4,22 @@
 //   POST /console/register/:authId/reject    [from=machines]                   -> 303 back here (or to Machines)
 // The client's own follow-up request is held by the coordination service until the decision, so approving here is
 // what lets the device's `tailscale up` finish.
-import type Router from '@koa/router';
-import type { Context } from 'koa';
+import { type ConsoleContext, type ConsoleRouter, viewerOf } from '../request/context.ts';
 import { AdminError } from '../../../../shared/admin-client.ts';
 import type { PendingAuth } from '../../../../shared/model.ts';
-import type { ConsoleState } from '../auth/require-session.ts';
-import { requireAdmin } from '../auth/role.ts';
 import { takeFlash } from '../request/flash.ts';
 import { field } from '../request/form-body.ts';
-import { formOf } from '../request/form.ts';
+import { formRoute } from '../request/form-route.ts';
 import { registerPage, registerUnknownPage } from '../views/register-page.ts';
-import { act } from './act.ts';
 import { actorOf } from './actor.ts';
 import type { NetworkDeps } from './deps.ts';
 import { chosenUser } from './user-choice.ts';
 
 const AUTH_ID_RE = /^[A-Za-z0-9_-]{1,64}$/;
 
-export function registerRoutes(router: Router, d: NetworkDeps): void {
+export function registerRoutes(router: ConsoleRouter, d: NetworkDeps): void {
   /** The pending request, or null when unknown or expired. */
-  const pendingOf = async (ctx: Context, authId: string): Promise<PendingAuth | null> => {
+  const pendingOf = async (ctx: ConsoleContext, authId: string): Promise<PendingAuth | null> => {
     if (!AUTH_ID_RE.test(authId)) return null;
     try {
       return await d.admin.getPending(actorOf(ctx), authId);
@@ -33,8 +29,8 @@ export function registerRoutes(router: Router, d: NetworkDeps): void {
     }
   };
 
-  const show = async (ctx: Context, authId: string, error: string | null = null): Promise<string> => {
-    const viewer = (ctx.state as ConsoleState).viewer!;
+  const show = async (ctx: ConsoleContext, authId: string, error: string | null = null): Promise<string> => {
+    const viewer = viewerOf(ctx);
     const pending = await pendingOf(ctx, authId);
     if (!pending) {
       ctx.status = 404;
@@ -53,37 +49,31 @@ export function registerRoutes(router: Router, d: NetworkDeps): void {
 
   const back = (form: URLSearchParams, authId: string) => (field(form, 'from') === 'machines' ? '/console/machines' : `/console/register/${authId}`);
 
-  router.post('/console/register/:authId/approve', d.gate, requireAdmin, async (ctx) => {
-    const authId = ctx.params.authId;
-    const form = await formOf(ctx);
-    await act(
-      ctx,
-      d.cfg,
-      async () => {
-        if (!AUTH_ID_RE.test(authId)) throw new AdminError(404, 'this login request is unknown or expired; run tailscale up again on the device');
-        const user = await chosenUser(d.admin, actorOf(ctx), form);
-        const n = await d.admin.approve(actorOf(ctx), authId, user.ref);
-        return {
-          text: `Approved: ${n.givenName} joined for user ${n.user}${user.created ? ' (new user)' : ''} with address ${n.ipv4}.`,
-          to: back(form, authId),
-        };
-      },
-      (message) => show(ctx, authId, message),
-    );
+  const unknown = () => new AdminError(404, 'this login request is unknown or expired; run tailscale up again on the device');
+
+  formRoute(router, '/console/register/:authId/approve', d, {
+    role: 'admin',
+    run: async (ctx, form) => {
+      const authId = ctx.params.authId;
+      if (!AUTH_ID_RE.test(authId)) throw unknown();
+      const user = await chosenUser(d.admin, actorOf(ctx), form);
+      const n = await d.admin.approve(actorOf(ctx), authId, user.ref);
+      return {
+        text: `Approved: ${n.givenName} joined for user ${n.user}${user.created ? ' (new user)' : ''} with address ${n.ipv4}.`,
+        to: back(form, authId),
+      };
+    },
+    refused: (ctx, message) => show(ctx, ctx.params.authId, message),
   });
 
-  router.post('/console/register/:authId/reject', d.gate, requireAdmin, async (ctx) => {
-    const authId = ctx.params.authId;
-    const form = await formOf(ctx);
-    await act(
-      ctx,
-      d.cfg,
-      async () => {
-        if (!AUTH_ID_RE.test(authId)) throw new AdminError(404, 'this login request is unknown or expired; run tailscale up again on the device');
-        const p = await d.admin.reject(actorOf(ctx), authId);
-        return { text: `Rejected the login of ${p.hostname || 'the device'}.`, to: back(form, authId) };
-      },
-      (message) => show(ctx, authId, message),
-    );
+  formRoute(router, '/console/register/:authId/reject', d, {
+    role: 'admin',
+    run: async (ctx, form) => {
+      const authId = ctx.params.authId;
+      if (!AUTH_ID_RE.test(authId)) throw unknown();
+      const p = await d.admin.reject(actorOf(ctx), authId);
+      return { text: `Rejected the login of ${p.hostname || 'the device'}.`, to: back(form, authId) };
+    },
+    refused: (ctx, message) => show(ctx, ctx.params.authId, message),
   });
 }

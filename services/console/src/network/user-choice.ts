@@ -2,7 +2,7 @@
 // Creating goes through the admin API like everything else, so the activity log shows it as its own entry.
 import { AdminError, type Actor, type AdminClient } from '../../../../shared/admin-client.ts';
 import { field } from '../request/form-body.ts';
-import { FormProblem } from './act.ts';
+import { FormProblem } from '../request/form-route.ts';
 
 export async function chosenUser(admin: AdminClient, who: Actor, form: URLSearchParams): Promise<{ ref: string | number; name: string; created: boolean }> {
   const typed = field(form, 'newUser').trim();

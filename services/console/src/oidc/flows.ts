@@ -6,10 +6,10 @@
 // any number of sign-ins in parallel tabs.
 import crypto from 'node:crypto';
 import type { Redis } from 'ioredis';
-import type { Context } from 'koa';
 import type { Config } from '../../../../shared/config.ts';
 import { K } from '../../../../shared/redis-keys.ts';
 import { tokensMatch } from '../security/csrf.ts';
+import type { ConsoleContext } from '../request/context.ts';
 
 /** What one sign-in carries from the start to the callback (kept server-side here). */
 export interface FlowSecrets {
@@ -46,13 +46,13 @@ export class Flows {
     this.cfg = cfg;
   }
 
-  private binding(ctx: Context): string | null {
+  private binding(ctx: ConsoleContext): string | null {
     const v = ctx.cookies.get(bindingCookieName(this.cfg), { signed: true });
     return v && /^[A-Za-z0-9_-]{43}$/.test(v) ? v : null;
   }
 
   /** Stores a new flow with `secrets` (fresh from the provider, for its authorization URL) for this browser. */
-  async begin(ctx: Context, what: FlowPurpose, secrets: FlowSecrets): Promise<void> {
+  async begin(ctx: ConsoleContext, what: FlowPurpose, secrets: FlowSecrets): Promise<void> {
     const binding = this.binding(ctx) ?? crypto.randomBytes(32).toString('base64url');
     ctx.cookies.set(bindingCookieName(this.cfg), binding, {
       signed: true,
@@ -72,7 +72,7 @@ export class Flows {
    * The flow the callback's state names, removed as it is read; null when there is none (unknown, expired, already
    * used) or it was started in another browser.
    */
-  async take(ctx: Context, state: string): Promise<{ flow: Flow } | { refused: string }> {
+  async take(ctx: ConsoleContext, state: string): Promise<{ flow: Flow } | { refused: string }> {
     if (!STATE_RE.test(state)) return { refused: 'the answer carries no valid state value' };
     const json = await this.redis.getdel(`${K.consoleOidcFlowPrefix}${state}`);
     if (json === null) return { refused: 'no sign-in with this state is under way: it was already used, has expired, or was never started here' };

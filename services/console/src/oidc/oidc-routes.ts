@@ -9,9 +9,7 @@
 // through the provider and back (with single sign-on that would add an attacker's device without a click). The
 // callback accepts only an answer to a sign-in this browser started (flows.ts), validated by openid-client
 // (provider.ts); every outcome is in the activity log with the browser's address.
-import type Router from '@koa/router';
 import type { Redis } from 'ioredis';
-import type { Context, Next } from 'koa';
 import { AdminError, type AdminClient } from '../../../../shared/admin-client.ts';
 import type { Config, OidcConfig } from '../../../../shared/config.ts';
 import type { PendingAuth, ProviderIdentity } from '../../../../shared/model.ts';
@@ -29,6 +27,7 @@ import { type Flow, Flows } from './flows.ts';
 import { ProviderAccounts } from './provider-accounts.ts';
 import { ProviderAnswerError } from './answer-error.ts';
 import type { IdentityProvider } from './provider.ts';
+import type { ConsoleContext, ConsoleRouteContext, ConsoleRouter, Next } from '../request/context.ts';
 
 export interface OidcDeps {
   cfg: Config;
@@ -37,20 +36,20 @@ export interface OidcDeps {
   accounts: Accounts;
   admin: AdminClient;
   record: RecordActivity;
-  clientIp: (ctx: Context) => string;
+  clientIp: (ctx: ConsoleContext) => string;
   loginCsrf: LoginCsrfOptions;
 }
 
 const AUTH_ID_RE = /^[A-Za-z0-9_-]{1,64}$/;
 
-export function oidcRoutes(router: Router, d: OidcDeps): void {
+export function oidcRoutes(router: ConsoleRouter, d: OidcDeps): void {
   const oidc: OidcConfig = d.provider.cfg;
   const flows = new Flows(d.redis, d.cfg);
   const people = new ProviderAccounts(d.accounts, d.redis);
-  const who = (ctx: Context, actor = 'device login') => ({ actor, ip: d.clientIp(ctx) });
+  const who = (ctx: ConsoleContext, actor = 'device login') => ({ actor, ip: d.clientIp(ctx) });
 
   /** The waiting registration, or null when the link is unknown or expired. */
-  const pendingOf = async (ctx: Context, authId: string): Promise<PendingAuth | null> => {
+  const pendingOf = async (ctx: ConsoleContext, authId: string): Promise<PendingAuth | null> => {
     if (!AUTH_ID_RE.test(authId)) return null;
     try {
       return await d.admin.getPending(who(ctx), authId);
@@ -60,7 +59,7 @@ export function oidcRoutes(router: Router, d: OidcDeps): void {
     }
   };
 
-  const checkToken = async (ctx: Context): Promise<URLSearchParams> => {
+  const checkToken = async (ctx: ConsoleContext): Promise<URLSearchParams> => {
     const form = await readForm(ctx.req);
     if (!loginTokenValid(ctx, d.loginCsrf, field(form, 'csrf'))) {
       throw new PageError(
@@ -86,7 +85,7 @@ export function oidcRoutes(router: Router, d: OidcDeps): void {
     }
   };
 
-  router.get('/console/register/:authId', async (ctx: Context, next: Next) => {
+  router.get('/console/register/:authId', async (ctx: ConsoleRouteContext, next: Next) => {
     if (ctx.query.approve !== undefined && oidc.operatorApproval) return next();
     const pending = await pendingOf(ctx, ctx.params.authId);
     ctx.type = 'html';
@@ -161,7 +160,7 @@ export function oidcRoutes(router: Router, d: OidcDeps): void {
     else await consoleSignedIn(ctx, flow, identity);
   });
 
-  async function deviceSignedIn(ctx: Context, flow: Flow & { purpose: 'device' }, identity: ProviderIdentity): Promise<void> {
+  async function deviceSignedIn(ctx: ConsoleContext, flow: Flow & { purpose: 'device' }, identity: ProviderIdentity): Promise<void> {
     const label = identityLabel(identity);
     const refusal = deviceRefusal(identity, oidc);
     ctx.type = 'html';
@@ -194,7 +193,7 @@ export function oidcRoutes(router: Router, d: OidcDeps): void {
     }
   }
 
-  async function consoleSignedIn(ctx: Context, flow: Flow & { purpose: 'console' }, identity: ProviderIdentity): Promise<void> {
+  async function consoleSignedIn(ctx: ConsoleContext, flow: Flow & { purpose: 'console' }, identity: ProviderIdentity): Promise<void> {
     const label = identityLabel(identity);
     const role = consoleRole(identity, oidc);
     if (!role) {

@@ -1,7 +1,7 @@
 // Reads and discards whatever is left of a request body before the console answers. A post refused before its body
 // was read (not a form, too large, a CSRF refusal) would otherwise be answered while the router is still sending the
 // body; the console closing the socket then turns the router's write into EPIPE and the user's answer into a 502.
-import type { Context, Next } from 'koa';
+import type { ConsoleContext, Next } from './context.ts';
 
 /**
  * The answer waits for at most this much of a refused body. Past it (or when the body is declared larger) the answer
@@ -10,7 +10,7 @@ import type { Context, Next } from 'koa';
  */
 const DRAIN_LIMIT = 1024 * 1024;
 
-export async function drainRequestBody(ctx: Context, next: Next): Promise<void> {
+export async function drainRequestBody(ctx: ConsoleContext, next: Next): Promise<void> {
   try {
     await next();
   } finally {

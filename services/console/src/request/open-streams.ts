@@ -5,7 +5,7 @@
 // one account (all its sessions together) at most MAX_PER_ACCOUNT, so no single signed-in person, even an auditor,
 // can take the slots the others need for their live log and live Machines view.
 import type { PassThrough } from 'node:stream';
-import type { Context } from 'koa';
+import type { ConsoleContext } from './context.ts';
 import { currentSession, sessionId } from '../auth/session.ts';
 import { PageError } from '../errors.ts';
 
@@ -33,7 +33,7 @@ function bump(m: Map<string, number>, key: string, by: number): void {
  * account's share, 503 when the whole process is full). Returns the release, safe to call more than once; call it when
  * the stream ends or the request fails before it starts.
  */
-export function claimStreamSlot(ctx: Context, what: string): () => void {
+export function claimStreamSlot(ctx: ConsoleContext, what: string): () => void {
   const s = currentSession(ctx);
   const session = sessionId(ctx) ?? '';
   const account = s?.accountId ?? '';

@@ -3,7 +3,7 @@
 // so its token lives in a short-lived signed cookie instead (double submit): no Redis write for anonymous visitors,
 // and a site that cannot read our pages cannot know the value. Comparisons are constant-time.
 import crypto from 'node:crypto';
-import type { Context } from 'koa';
+import type { ConsoleContext } from '../request/context.ts';
 
 export const CSRF_FIELD = 'csrf';
 export const CSRF_HEADER = 'x-csrf-token';
@@ -28,7 +28,7 @@ export interface LoginCsrfOptions {
 const LOGIN_TOKEN_MAX_AGE_MS = 60 * 60 * 1000;
 
 /** The sign-in form's token: the one already in the (signed) cookie, else a new one set now. */
-export function loginToken(ctx: Context, opts: LoginCsrfOptions): string {
+export function loginToken(ctx: ConsoleContext, opts: LoginCsrfOptions): string {
   const existing = ctx.cookies.get(opts.cookieName, { signed: true });
   if (existing && /^[A-Za-z0-9_-]{43}$/.test(existing)) return existing;
   const token = newToken();
@@ -44,12 +44,12 @@ export function loginToken(ctx: Context, opts: LoginCsrfOptions): string {
   return token;
 }
 
-export function loginTokenValid(ctx: Context, opts: LoginCsrfOptions, given: string): boolean {
+export function loginTokenValid(ctx: ConsoleContext, opts: LoginCsrfOptions, given: string): boolean {
   const expected = ctx.cookies.get(opts.cookieName, { signed: true }) ?? '';
   return tokensMatch(given, expected);
 }
 
-export function clearLoginToken(ctx: Context, opts: LoginCsrfOptions): void {
+export function clearLoginToken(ctx: ConsoleContext, opts: LoginCsrfOptions): void {
   ctx.cookies.set(opts.cookieName, '', { signed: true, httpOnly: true, sameSite: 'lax', secure: opts.secure, path: '/console', maxAge: 0, overwrite: true });
 }
 

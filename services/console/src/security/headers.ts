@@ -1,7 +1,7 @@
 // Security headers on every console response. Pages carry no inline script (the CSP would refuse it): scripts and
 // styles are files served by the console itself under /console/static. No HSTS here: the image does not know whether
 // the operator's proxy serves every subdomain over https, so that decision stays with the proxy (README, proxy mode).
-import type { Context, Next } from 'koa';
+import type { ConsoleContext, Next } from '../request/context.ts';
 import type { Config } from '../../../../shared/config.ts';
 
 export function contentSecurityPolicy(cfg: Config): string {
@@ -22,7 +22,7 @@ export function contentSecurityPolicy(cfg: Config): string {
   ].join('; ');
 }
 
-export function applySecurityHeaders(ctx: Context, csp: string): void {
+export function applySecurityHeaders(ctx: ConsoleContext, csp: string): void {
   ctx.set('Content-Security-Policy', csp);
   ctx.set('X-Content-Type-Options', 'nosniff');
   ctx.set('X-Frame-Options', 'DENY');
@@ -35,7 +35,7 @@ export function applySecurityHeaders(ctx: Context, csp: string): void {
 }
 
 export function securityHeaders(csp: string) {
-  return async function securityHeadersMiddleware(ctx: Context, next: Next): Promise<void> {
+  return async function securityHeadersMiddleware(ctx: ConsoleContext, next: Next): Promise<void> {
     applySecurityHeaders(ctx, csp);
     await next();
   };
