@@ -1,8 +1,10 @@
 // The first administrator: HSE_CONSOLE_USER (default "admin") with the password from HSE_CONSOLE_PASSWORD or the file
 // named by HSE_CONSOLE_PASSWORD_FILE. With neither, a strong password is generated, stored only as a hash, and written
-// to $HSE_DATA_DIR/first-admin-password (mode 600); the log says where and how to sign in, never the password. The configured password is used only when the account is created;
-// afterwards the stored hash is what counts (a later change of the setting is reported, not applied), and a lost
-// password is reset with services/console/src/reset-password.ts.
+// to $HSE_DATA_DIR/first-admin-password (mode 600); the log says where and how to sign in, never the password. The
+// configured password is used only when the account is created; afterwards the stored hash is what counts (a later
+// change of the setting is reported, not applied), and a lost password is reset with
+// services/console/src/reset-password.ts. With console passwords switched off (HSE_OIDC_CONSOLE_PASSWORDS=off) no such
+// account is made: administrators sign in with the identity provider.
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../../../../shared/config.ts';
@@ -44,6 +46,17 @@ export function configuredPassword(cfg: Config): string | null {
 export async function ensureFirstAdmin(cfg: Config, accounts: Accounts, log: Logger): Promise<void> {
   const configured = configuredPassword(cfg);
   const existing = await accounts.get(cfg.consoleUser);
+  if (cfg.oidc && !cfg.oidc.consolePasswords) {
+    // Nobody can sign in with a password, so a password account would only be a dormant credential (and a generated
+    // one a secret left in a file) that comes alive if passwords are switched on again. It is not made; administrators
+    // come from the provider's groups. Switching passwords back on creates it at the next start, as usual.
+    if (!existing) {
+      log.info(
+        `console passwords are off (HSE_OIDC_CONSOLE_PASSWORDS=off), so no password administrator "${cfg.consoleUser}" is created${configured !== null ? ' and the configured console password is not used' : ''}; administrators sign in with ${cfg.oidc.displayName} (HSE_OIDC_ADMIN_GROUPS)`,
+      );
+    }
+    return;
+  }
   if (existing) {
     if (configured !== null && !(await verifyPassword(configured, existing.passwordHash))) {
       log.warn(
