@@ -1,5 +1,6 @@
 // The network pages' pure pieces: the Machines filter (read from anybody's query string), the time and device
-// wording the pages use, password rules, and that a rendered machine row escapes what a device reports about itself.
+// wording the pages use, password rules, that a rendered machine row escapes what a device reports about itself, and
+// how Access controls lists a policy's tests against the errors of a check.
 import test from 'ava';
 import fc from 'fast-check';
 import type { NodeView } from '../../shared/model.ts';
@@ -7,6 +8,8 @@ import { passwordProblem } from '../../services/console/src/accounts/password-ru
 import { applyMachineFilter, isFiltered, machineFilterParams, readMachineFilter } from '../../services/console/src/network/machine-filter.ts';
 import { ago, clientVersion, expiryState, osLabel, relative, shortKey } from '../../services/console/src/views/format.ts';
 import { machinesLive } from '../../services/console/src/views/machines-page.ts';
+import { outlineTests } from '../../services/console/src/acls/policy-tests.ts';
+import type { RouteView } from '../../shared/admin-client.ts';
 
 const NOW = Date.parse('2025-06-01T12:00:00Z');
 const at = (ms: number) => new Date(NOW + ms).toISOString();
@@ -55,8 +58,8 @@ test('the Machines filter takes any query string without throwing, and keeps onl
       );
     }),
   );
-  const f = readMachineFilter({ q: '  web  ', owner: 'Alice', status: 'online', expiry: 'bogus', other: 'x' });
-  t.deepEqual(f, { q: 'web', owner: 'alice', status: 'online', expiry: '' });
+  const f = readMachineFilter({ q: '  web  ', owner: 'Alice', status: 'online', expiry: 'bogus', routes: 'all', other: 'x' });
+  t.deepEqual(f, { q: 'web', owner: 'alice', status: 'online', expiry: '', routes: '' });
   t.is(machineFilterParams(f).toString(), 'q=web&owner=alice&status=online');
   t.true(isFiltered(f));
   t.false(isFiltered(readMachineFilter({})));
@@ -70,7 +73,7 @@ test('the Machines filter: owner, online state, expiring soon or expired, and wo
     node({ id: 3, givenName: 'nas', user: 'bob', online: true, expiry: at(90 * DAY), hostinfo: { OS: 'windows' } }),
     node({ id: 4, givenName: 'pi', user: 'carol', online: false, expiry: null }),
   ];
-  const ids = (q: Record<string, string>) => applyMachineFilter(nodes, readMachineFilter(q), NOW).map((n) => n.id);
+  const ids = (q: Record<string, string>) => applyMachineFilter(nodes, readMachineFilter(q), new Map(), NOW).map((n) => n.id);
   t.deepEqual(ids({}), [1, 2, 3, 4]);
   t.deepEqual(ids({ owner: 'bob' }), [2, 3]);
   t.deepEqual(ids({ status: 'online' }), [1, 3]);
@@ -82,6 +85,65 @@ test('the Machines filter: owner, online state, expiring soon or expired, and wo
   t.deepEqual(ids({ q: 'windows bob' }), [3]);
   t.deepEqual(ids({ q: 'windows alice' }), []);
   t.deepEqual(ids({ owner: 'bob', status: 'online' }), [3]);
+});
+
+test('the Machines filter: routes waiting for approval, machines serving routes, and tags in the search', (t) => {
+  const nodes = [node({ id: 1, givenName: 'router', tags: ['tag:router'] }), node({ id: 2, givenName: 'exit' }), node({ id: 3, givenName: 'laptop' })];
+  const route = (nodeId: number, prefix: string, approved: boolean): RouteView => ({
+    nodeId,
+    node: '',
+    prefix,
+    advertised: true,
+    approved,
+    active: approved,
+    primary: approved && prefix !== 'exit',
+    online: true,
+  });
+  const routes = new Map([
+    [1, [route(1, '10.0.0.0/24', true), route(1, '10.1.0.0/24', false)]],
+    [2, [route(2, 'exit', true)]],
+  ]);
+  const ids = (q: Record<string, string>) => applyMachineFilter(nodes, readMachineFilter(q), routes, NOW).map((n) => n.id);
+  t.deepEqual(ids({ routes: 'pending' }), [1]);
+  t.deepEqual(ids({ routes: 'serving' }), [1, 2]);
+  t.deepEqual(ids({ q: 'tag:router' }), [1]);
+  t.is(machineFilterParams(readMachineFilter({ routes: 'pending' })).toString(), 'routes=pending');
+});
+
+test("a policy's tests are listed with their lines; an error inside one fails it, an error elsewhere means none ran", (t) => {
+  const text = `{
+  // comment, trailing commas
+  "acls": [{ "action": "accept", "src": ["*"], "dst": ["*:*"] }],
+  "tests": [
+    { "src": "alice@", "accept": ["tag:db:5432"] },
+    {
+      "src": "bob@",
+      "deny": ["tag:db:5432"],
+    },
+  ],
+  "sshTests": [{ "src": "alice@", "dst": ["tag:db"], "accept": ["root"] }],
+}`;
+  const none = outlineTests(text, []);
+  t.false(none.unreadable);
+  t.true(none.ran);
+  t.deepEqual(
+    none.entries.map((e) => [e.section, e.line, e.endLine, e.src, e.asserts.join(' · '), e.failures.length]),
+    [
+      ['tests', 5, 5, 'alice@', 'may reach tag:db:5432', 0],
+      ['tests', 6, 9, 'bob@', 'may not reach tag:db:5432', 0],
+      ['sshTests', 11, 11, 'alice@', 'may log in to tag:db as root', 0],
+    ],
+  );
+  const failed = outlineTests(text, [{ line: 8, column: 16, message: 'test failed: bob@ can reach tag:db:5432' }]);
+  t.true(failed.ran);
+  t.deepEqual(
+    failed.entries.map((e) => e.failures.length),
+    [0, 1, 0],
+  );
+  const elsewhere = outlineTests(text, [{ line: 3, column: 42, message: 'bad' }]);
+  t.false(elsewhere.ran, 'an error outside the tests: the engine did not run them');
+  t.true(outlineTests('{ "tests": [', []).unreadable);
+  t.deepEqual(outlineTests(null, []).entries, []);
 });
 
 test('times read as people say them, in both directions', (t) => {
@@ -126,6 +188,7 @@ test('a machine row escapes what the device chose to call itself', (t) => {
       shown: [evil],
       pending: [],
       users: [],
+      routes: new Map(),
       viewer: { username: 'admin', role: 'admin', csrf: 't' },
       filter: readMachineFilter({}),
       publicOrigin: 'https://vpn.example.com',

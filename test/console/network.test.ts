@@ -109,8 +109,8 @@ test.serial('with nothing in the tailnet, the console opens on Machines with the
   t.regex(r.body, /href="\/console\/keys#create">Create a pre-auth key</);
   const nav = /<nav class="nav"[\s\S]*?<\/nav>/.exec(r.body)![0];
   t.deepEqual(
-    [...nav.matchAll(/>([A-Za-z]+)<\/a>/g)].map((m) => m[1]),
-    ['Machines', 'Users', 'Keys', 'DNS', 'Logs', 'Accounts'],
+    [...nav.matchAll(/>([A-Za-z ]+)<\/a>/g)].map((m) => m[1]),
+    ['Machines', 'Routes', 'Users', 'Keys', 'Access controls', 'DNS', 'Logs', 'Accounts'],
   );
   t.regex(text((await admin.request('/console/users')).body), /No users yet/);
   t.regex(text((await admin.request('/console/keys')).body), /No keys yet/);
@@ -233,6 +233,7 @@ test.serial('machines: list with owner, addresses, state, OS and version, expiry
     '/console/logout',
     `/console/machines/${web.id}/rename`,
     `/console/machines/${web.id}/move`,
+    `/console/machines/${web.id}/tags`,
     `/console/machines/${web.id}/key-expiry`,
     `/console/machines/${web.id}/expire`,
     `/console/machines/${web.id}/delete`,

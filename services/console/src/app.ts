@@ -11,6 +11,7 @@ import type { AdminClient } from '../../../shared/admin-client.ts';
 import type { Config } from '../../../shared/config.ts';
 import type { Logger } from '../../../shared/log.ts';
 import { accountsRoutes } from './accounts/accounts-routes.ts';
+import { aclsRoutes } from './acls/acls-routes.ts';
 import { ownAccountRoutes } from './accounts/own-account-routes.ts';
 import { logsRoutes } from './activity/logs-routes.ts';
 import { streamRoute } from './activity/stream-route.ts';
@@ -30,10 +31,11 @@ import { keysRoutes } from './network/keys-routes.ts';
 import { machinesRoutes } from './network/machines-routes.ts';
 import { machinesStreamRoute } from './network/machines-stream.ts';
 import { registerRoutes } from './network/register-routes.ts';
+import { routesRoutes } from './network/routes-routes.ts';
 import { usersRoutes } from './network/users-routes.ts';
 import { clientAddress } from './request/client-address.ts';
 import type { ConsoleContext, ConsoleContextFields, ConsoleState, Next } from './request/context.ts';
-import { readForm } from './request/form-body.ts';
+import { formLimitFor, readForm } from './request/form-body.ts';
 import { publicUrl } from './request/public-url.ts';
 import { contentSecurityPolicy, securityHeaders } from './security/headers.ts';
 import { oidcRoutes } from './oidc/oidc-routes.ts';
@@ -106,7 +108,7 @@ export function createConsole(d: ConsoleDeps): ConsoleApp {
   });
   app.use(session(sessionOptions(cfg, redis) as Parameters<typeof session>[0], app));
 
-  app.use(csrfGuard((ctx) => readForm(ctx.req)));
+  app.use(csrfGuard((ctx) => readForm(ctx.req, formLimitFor(ctx.path))));
 
   const router = new Router<ConsoleState, ConsoleContextFields>();
   const gate = requireSession(cfg, accounts);
@@ -124,9 +126,10 @@ export function createConsole(d: ConsoleDeps): ConsoleApp {
   logsRoutes(router, { cfg, redis, log: log.child('logs'), gate });
   streamRoute(router, { redis, accounts, tail: d.tail, log: log.child('tail'), gate });
   const network: NetworkDeps = { cfg, admin: d.admin, gate, feed: d.feed, redis, accounts, log: log.child('network') };
-  // The stream before /console/machines/:id, which would otherwise take "stream" for a machine id.
+  // The streams before /console/machines/:id, which would otherwise take "stream" for a machine id.
   machinesStreamRoute(router, network);
   machinesRoutes(router, network);
+  routesRoutes(router, network);
   // Before registerRoutes: with a provider, the device's login link opens the provider's page, not the approval form.
   if (d.provider) {
     oidcRoutes(router, { cfg, provider: d.provider, redis, accounts, admin: d.admin, record, clientIp, loginCsrf });
@@ -135,6 +138,7 @@ export function createConsole(d: ConsoleDeps): ConsoleApp {
   usersRoutes(router, network);
   keysRoutes(router, network);
   dnsRoutes(router, network);
+  aclsRoutes(router, network);
   accountsRoutes(router, { cfg, accounts, gate, record });
   ownAccountRoutes(router, { cfg, accounts, gate, record, guard });
 

@@ -50,7 +50,7 @@ export function isStoreError(e: unknown, redis: Redis): boolean {
 }
 
 export function wantsJson(ctx: ConsoleContext): boolean {
-  return ctx.path.startsWith('/console/api/') || ctx.path === '/console/logs/stream' || ctx.path === '/console/machines/stream';
+  return ctx.path.startsWith('/console/api/') || ['/console/logs/stream', '/console/machines/stream', '/console/routes/stream'].includes(ctx.path);
 }
 
 export interface ErrorOptions {

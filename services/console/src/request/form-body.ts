@@ -1,10 +1,20 @@
 // A small application/x-www-form-urlencoded reader with a hard size cap. The console's forms are a few short fields
 // (user name, password, CSRF token), so anything over the cap is refused without being buffered: a client cannot make
-// us hold megabytes per request. The rest of a refused body is read and thrown away rather than left unread, because
+// us hold megabytes per request. The one exception is the policy editor, which gets a larger cap (formLimitFor). The rest of a refused body is read and thrown away rather than left unread, because
 // closing a connection with unread data resets it, and the router would then report a 502 instead of our answer.
 import type { IncomingMessage } from 'node:http';
 
 export const FORM_LIMIT_BYTES = 16 * 1024;
+/**
+ * The Access controls forms carry a whole policy file. 1 MiB is what the coordination service's admin API takes in one
+ * request; a policy that large (thousands of rules) is past what anyone edits in a browser form.
+ */
+export const POLICY_FORM_LIMIT_BYTES = 1024 * 1024;
+
+/** The size cap for the form posted to `path`. */
+export function formLimitFor(path: string): number {
+  return path === '/console/acls' || path.startsWith('/console/acls/') ? POLICY_FORM_LIMIT_BYTES : FORM_LIMIT_BYTES;
+}
 
 export class FormError extends Error {
   readonly status: number;

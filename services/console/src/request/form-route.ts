@@ -10,6 +10,7 @@
 //      same page again with the message, under the refusal's status, the form as typed.
 // Anything else (the coordination service down, a bug) goes to the one error handler (errors.ts).
 import { AdminError } from '../../../../shared/admin-client.ts';
+import { HseError } from '../../../../shared/errors.ts';
 import type { Config } from '../../../../shared/config.ts';
 import { requireAdmin } from '../auth/role.ts';
 import { capitalise } from '../errors.ts';
@@ -18,12 +19,10 @@ import { setFlash } from './flash.ts';
 import { formOf } from './form.ts';
 import { publicUrl } from './public-url.ts';
 
-/** A form that cannot be used as sent; the message says what to change. */
-export class FormProblem extends Error {
-  readonly status: number;
+/** A form that cannot be used as sent (status 400 unless said otherwise); the message says what to change. */
+export class FormProblem extends HseError {
   constructor(message: string, status = 400) {
-    super(message);
-    this.status = status;
+    super(status, message);
   }
 }
 
@@ -34,8 +33,8 @@ export interface FormRoute {
   /** Who may send the form: administrators (every change to the tailnet or the accounts), or anyone signed in. */
   role: 'admin' | 'anyone';
   run(ctx: ConsoleRouteContext, form: URLSearchParams): Promise<Outcome>;
-  /** The page again, with the refusal's message above the form. */
-  refused(ctx: ConsoleRouteContext, message: string, form: URLSearchParams): Promise<string>;
+  /** The page again, with the refusal's message above the form (and the refusal itself, for its details). */
+  refused(ctx: ConsoleRouteContext, message: string, form: URLSearchParams, refusal: HseError): Promise<string>;
 }
 
 export interface FormRouteDeps {
@@ -51,10 +50,10 @@ export function formRoute(router: ConsoleRouter, path: string, d: FormRouteDeps,
     try {
       outcome = await route.run(ctx, form);
     } catch (e) {
-      const fixable = (e instanceof AdminError && e.status >= 400 && e.status < 500) || e instanceof FormProblem;
+      const fixable = (e instanceof AdminError || e instanceof FormProblem) && e.status >= 400 && e.status < 500;
       if (!fixable) throw e;
       // The admin API words its refusals as clauses ("user \"alice\" already exists"); FormProblems are sentences.
-      const body = await route.refused(ctx, e instanceof AdminError ? capitalise(e.message) : e.message, form);
+      const body = await route.refused(ctx, e instanceof AdminError ? capitalise(e.message) : e.message, form, e);
       ctx.status = e.status;
       ctx.type = 'html';
       ctx.body = body;

@@ -1,7 +1,8 @@
-// One machine: what the tailnet knows about it (kept current by the live stream, like the list) and, for an
-// administrator, what to do with it: rename (its MagicDNS name), move to another user, disable or enable key expiry,
-// expire its key (it must log in again), delete it.
-import type { UserView } from '../../../../shared/admin-client.ts';
+// One machine: what the tailnet knows about it, its subnet routes and exit-node state, and who may reach it under the
+// policy — all three kept current by the live stream, like the list — and, for an administrator, what to do with it:
+// rename (its MagicDNS name), move to another user, set its tags, disable or enable key expiry, expire its key (it must
+// log in again), delete it; approve or unapprove its routes.
+import type { Reacher, RouteView, UserView } from '../../../../shared/admin-client.ts';
 import type { NodeView } from '../../../../shared/model.ts';
 import type { Flash } from '../request/flash.ts';
 import { ago, clientVersionFull, osLabel, shortKey, utc } from './format.ts';
@@ -9,11 +10,22 @@ import { html, type Html } from './html.ts';
 import { page, type Viewer } from './layout.ts';
 import { expiryCell, liveStatus, onlineState } from './machines-page.ts';
 import { confirmAction, csrfField, errorBanner, flashBanner, readOnlyNote } from './parts.ts';
+import { routeActions, routeBadges, routeLabel, tagBadges } from './route-parts.ts';
 
-export interface MachineView {
+/** What the live part of the page shows; null node = deleted. */
+export interface MachineLive {
   viewer: Viewer;
+  node: NodeView | null;
+  routes: RouteView[];
+  /** Who may reach it (GET /v1/nodes/:id/access); null while the policy has not taken the machine in yet. */
+  reachers: Reacher[] | null;
+}
+
+export interface MachineView extends MachineLive {
   node: NodeView;
   users: UserView[];
+  /** Tags the policy defines (tagOwners): the only ones a machine may carry. */
+  definedTags: string[];
   baseDomain: string;
   flash?: Flash | null;
   error?: string | null;
@@ -40,7 +52,8 @@ export function machineFacts(n: NodeView | null, now = Date.now()): Html {
   <h2>Details</h2>
   <dl class="facts-list">
     ${row('Status', onlineState(n, now))}
-    ${row('Owner', n.user)}
+    ${row('Owner', n.tags.length ? html`${tagBadges(n.tags)}<span class="sub">owned by its tags; added by ${n.user}</span>` : n.user)}
+    ${row('Tags', n.tags.length ? tagBadges(n.tags) : html`<span class="muted">none</span>`)}
     ${row('MagicDNS name', html`<span class="mono">${n.fqdn}</span>`)}
     ${row('Host name', n.hostname || '—')}
     ${row('Tailscale IPv4', html`<span class="mono">${n.ipv4}</span>`)}
@@ -58,6 +71,92 @@ export function machineFacts(n: NodeView | null, now = Date.now()): Html {
     ${row('Machine key', html`<span class="mono" title="${n.machineKey}">${shortKey(n.machineKey)}</span>`)}
   </dl>
 </section>`;
+}
+
+/** The machine's routes: each advertised or approved one with its state, and the buttons to approve or unapprove. */
+function routesCard(v: MachineLive & { node: NodeView }): Html {
+  const n = v.node;
+  const waiting = v.routes.filter((r) => r.advertised && !r.approved);
+  const body =
+    v.routes.length === 0
+      ? html`<p class="muted">It advertises no routes. To let it route to a network it reaches, run <code>tailscale set --advertise-routes=10.0.0.0/24</code> on it; to offer it as an exit node, <code>tailscale set --advertise-exit-node</code>. Either then waits here for approval (or an <code>autoApprovers</code> rule of the policy approves it).</p>`
+      : html`<div class="table-wrap"><table class="data routes" id="machine-routes">
+  <thead><tr><th scope="col">Route</th><th scope="col">State</th>${v.viewer.role === 'admin' ? html`<th scope="col"><span class="visually-hidden">Actions</span></th>` : ''}</tr></thead>
+  <tbody>${v.routes.map(
+    (
+      r,
+    ) => html`<tr data-prefix="${r.prefix}" data-advertised="${String(r.advertised)}" data-approved="${String(r.approved)}" data-primary="${String(r.primary)}">
+    <td data-label="Route">${routeLabel(r)}</td>
+    <td data-label="State">${routeBadges(r)}${r.advertised && r.approved && !n.online ? html`<span class="sub">offline: not in use until it is back</span>` : ''}</td>
+    ${v.viewer.role === 'admin' ? html`<td data-label="Actions" class="row-actions">${routeActions(r, v.viewer, 'machine')}</td>` : ''}
+  </tr>`,
+  )}</tbody>
+</table></div>
+${
+  v.viewer.role === 'admin' && waiting.length > 1
+    ? html`<form method="post" action="/console/machines/${n.id}/routes" class="inline-form" id="approve-all-routes">
+  ${csrfField(v.viewer)}${waiting.map((r) => html`<input type="hidden" name="prefix" value="${r.prefix}">`)}<input type="hidden" name="action" value="approve"><input type="hidden" name="from" value="machine">
+  <button type="submit" class="button primary">Approve all ${waiting.length} waiting</button>
+</form>`
+    : ''
+}
+<p class="hint">Only approved routes reach other devices, and only the devices the policy lets use them.</p>`;
+  return html`<section class="card routes-card" id="routes">
+  <h2>Routes</h2>
+  ${body}
+</section>`;
+}
+
+/** Who may reach the machine under the policy in force: each rule that admits traffic to it, in words. */
+function accessCard(v: MachineLive): Html {
+  let body: Html;
+  if (v.reachers === null) body = html`<p class="muted">Not worked out yet: the machine joined a moment ago. This updates by itself.</p>`;
+  else if (v.reachers.length === 0)
+    body = html`<p id="reach-nobody"><strong>Nobody.</strong> <span class="muted">No rule of the policy admits traffic to this machine; it can still reach others where the policy allows.</span></p>`;
+  else
+    body = html`<ul class="reachers" id="reachers">${v.reachers.map(
+      (r) =>
+        html`<li data-origin="${r.origin}"><span class="reach-text">${r.text}</span>${
+          r.line > 0
+            ? html`<span class="sub"><a href="/console/acls#L${r.line}">${r.origin}, line ${r.line}</a></span>`
+            : html`<span class="sub"><a href="/console/acls">${r.origin}</a></span>`
+        }</li>`,
+    )}</ul>`;
+  return html`<section class="card access-card" id="access">
+  <h2>Who may reach this machine</h2>
+  ${body}
+</section>`;
+}
+
+/** Everything the live stream replaces: the facts, the routes, who may reach it. */
+export function machineLive(v: MachineLive, now = Date.now()): Html {
+  if (!v.node) return machineFacts(null, now);
+  const n = v.node;
+  return html`${machineFacts(n, now)}
+${routesCard({ ...v, node: n })}
+${accessCard(v)}`;
+}
+
+function tagForm(v: MachineView): Html {
+  const n = v.node;
+  const stale = n.tags.filter((t) => !v.definedTags.includes(t));
+  const choices = [...v.definedTags, ...stale];
+  return html`<form method="post" action="/console/machines/${n.id}/tags" class="stack-sm tag-form" id="tags-form">
+    ${csrfField(v.viewer)}
+    <p class="field-label">Tags</p>
+    ${
+      choices.length === 0
+        ? html`<span class="hint">The policy defines no tags. Add them to <code>tagOwners</code> under <a href="/console/acls">Access controls</a> first.</span>`
+        : html`<div class="checks">${choices.map(
+            (t) =>
+              html`<label class="check"><input type="checkbox" name="tag" value="${t}"${n.tags.includes(t) ? html` checked` : ''}><span><strong class="mono">${t}</strong>${
+                stale.includes(t) ? html`<span class="hint">no longer in the policy's tagOwners</span>` : ''
+              }</span></label>`,
+          )}</div>
+    <span class="hint">A tagged machine is owned by its tags, not by ${n.user}: the policy sees it as its tags, and its key does not expire. Clear every tag to give it back to its user.</span>
+    <button type="submit" class="button">Save tags</button>`
+    }
+  </form>`;
 }
 
 function manage(v: MachineView): Html {
@@ -81,6 +180,7 @@ function manage(v: MachineView): Html {
     </label>
     <button type="submit" class="button"${others.length ? '' : html` disabled`}>Move to user</button>
   </form>
+  ${tagForm(v)}
   <form method="post" action="/console/machines/${n.id}/key-expiry" class="stack-sm" id="key-expiry-form">
     ${csrfField(v.viewer)}
     <input type="hidden" name="disabled" value="${n.keyExpiryDisabled ? '0' : '1'}">
@@ -129,8 +229,8 @@ export function machinePage(v: MachineView): string {
 ${flashBanner(v.flash)}
 ${errorBanner(v.error)}
 <div class="detail-grid">
-  <div id="live" data-stream="/console/machines/stream?id=${n.id}">
-  ${machineFacts(n)}
+  <div id="live" class="live-stack" data-stream="/console/machines/stream?id=${n.id}">
+  ${machineLive(v)}
   </div>
   ${v.viewer.role === 'admin' ? manage(v) : html`<section class="card manage">${readOnlyNote('this machine')}</section>`}
 </div>`,

@@ -1,8 +1,10 @@
-// The Machines page: devices waiting for approval first (approve for a user, or reject), then every machine with its
-// owner, addresses, online state, OS and client version, and key expiry; search and filters above. The part inside
+// The Machines page: devices waiting for approval first (approve for a user, or reject — or, when devices join through
+// the identity provider, only reject: their owner signs in instead), then every machine with its owner or tags, its
+// route badges (subnet router, exit node, routes waiting for approval), addresses, online state, OS and client version,
+// and key expiry; search and filters above. The part inside
 // #live is re-rendered by the live stream (network/machines-stream.ts) whenever the tailnet changes, with the same
 // functions, so the page and its updates can never disagree.
-import type { UserView } from '../../../../shared/admin-client.ts';
+import type { RouteView, UserView } from '../../../../shared/admin-client.ts';
 import type { NodeView, PendingAuth } from '../../../../shared/model.ts';
 import { isFiltered, machineFilterParams, type MachineFilter } from '../network/machine-filter.ts';
 import type { Flash } from '../request/flash.ts';
@@ -10,6 +12,7 @@ import { ago, clientVersion, clientVersionFull, expiryState, osLabel, relative, 
 import { html, type Html } from './html.ts';
 import { page, type Viewer } from './layout.ts';
 import { commandBox, csrfField, emptyState, flashBanner, pageHead, userPicker } from './parts.ts';
+import { machineRouteBadges, tagBadges } from './route-parts.ts';
 
 export interface MachinesData {
   nodes: NodeView[];
@@ -17,12 +20,19 @@ export interface MachinesData {
   shown: NodeView[];
   pending: PendingAuth[];
   users: UserView[];
+  /** Each machine's advertised and approved routes, by node id (machines without any are absent). */
+  routes: ReadonlyMap<number, RouteView[]>;
 }
 
 export interface MachinesView extends MachinesData {
   viewer: Viewer;
   filter: MachineFilter;
   publicOrigin: string;
+  /**
+   * The identity provider's name when devices join by their owner signing in there and approving them by hand is off
+   * (HSE_OIDC_* without HSE_OIDC_OPERATOR_APPROVAL=on); null when an administrator approves them.
+   */
+  signInProvider?: string | null;
   flash?: Flash | null;
 }
 
@@ -45,15 +55,15 @@ export function expiryCell(n: Pick<NodeView, 'expiry' | 'keyExpiryDisabled'>, no
   return html`<span title="${utc(expiry)}">${relative(expiry!, now)}</span>`;
 }
 
-function machineRow(n: NodeView, now: number): Html {
+function machineRow(n: NodeView, routes: RouteView[], now: number): Html {
   const os = osLabel(n.hostinfo);
   const version = clientVersion(n.hostinfo);
   return html`<tr data-id="${n.id}" data-name="${n.givenName}" data-online="${n.online ? 'true' : 'false'}"${n.expired ? html` data-expired="true"` : ''}>
   <td data-label="Machine" class="machine">
-    <a class="machine-name" href="/console/machines/${n.id}">${n.givenName}</a>${n.ephemeral ? html` <span class="badge plain" title="Removed automatically after it disconnects">ephemeral</span>` : ''}
+    <a class="machine-name" href="/console/machines/${n.id}">${n.givenName}</a>${n.ephemeral ? html` <span class="badge plain" title="Removed automatically after it disconnects">ephemeral</span>` : ''}${machineRouteBadges(routes)}
     <span class="sub mono">${n.fqdn}</span>
   </td>
-  <td data-label="Owner" class="owner">${n.user}</td>
+  <td data-label="Owner" class="owner">${n.tags.length ? html`${tagBadges(n.tags)}<span class="sub">added by ${n.user}</span>` : n.user}</td>
   <td data-label="Addresses" class="mono addr"><span>${n.ipv4}</span><span class="sub">${n.ipv6}</span></td>
   <td data-label="Status" class="status">${onlineState(n, now)}</td>
   <td data-label="OS · client" class="os">${os || html`<span class="muted">—</span>`}${version ? html`<span class="sub" title="${clientVersionFull(n.hostinfo)}">Tailscale ${version}</span>` : ''}</td>
@@ -61,9 +71,10 @@ function machineRow(n: NodeView, now: number): Html {
 </tr>`;
 }
 
-function pendingItem(p: PendingAuth, v: { viewer: Viewer; users: UserView[] }, now: number): Html {
+function pendingItem(p: PendingAuth, v: { viewer: Viewer; users: UserView[]; signInProvider?: string | null }, now: number): Html {
   const os = osLabel(p.hostinfo);
   const admin = v.viewer.role === 'admin';
+  if (v.signInProvider) return providerPendingItem(p, { ...v, signInProvider: v.signInProvider }, os, now);
   const id = `pending-${p.authId.slice(0, 12)}`;
   return html`<li class="pending-item" data-auth-id="${p.authId}">
   <div class="pending-device">
@@ -91,6 +102,30 @@ function pendingItem(p: PendingAuth, v: { viewer: Viewer; users: UserView[] }, n
 </li>`;
 }
 
+/** A device that joins through the identity provider: no approval here, only a way to end its login. */
+function providerPendingItem(p: PendingAuth, v: { viewer: Viewer; signInProvider: string }, os: string, now: number): Html {
+  return html`<li class="pending-item" data-auth-id="${p.authId}">
+  <div class="pending-device">
+    <span class="device-icon" aria-hidden="true"></span>
+    <div>
+      <a class="machine-name" href="/console/register/${p.authId}">${p.hostname || 'unnamed device'}</a>
+      <span class="sub">${[os, `from ${p.ip || 'unknown address'}`, `asked ${ago(p.created, now)}`].filter(Boolean).join(' · ')}</span>
+    </div>
+  </div>
+  <div class="pending-actions">
+    <span class="badge plain">waiting for its owner to sign in with ${v.signInProvider}</span>
+    ${
+      v.viewer.role === 'admin'
+        ? html`<form method="post" action="/console/register/${p.authId}/reject" class="inline-form">
+      ${csrfField(v.viewer)}<input type="hidden" name="from" value="machines">
+      <button type="submit" class="button subtle danger">Reject</button>
+    </form>`
+        : ''
+    }
+  </div>
+</li>`;
+}
+
 export function loginCommand(publicOrigin: string, key = '<key>'): string {
   return `tailscale up --login-server=${publicOrigin} --auth-key=${key}`;
 }
@@ -101,7 +136,9 @@ function noMachines(v: MachinesView): Html {
     title: 'No machines yet',
     body: html`<p>Machines join with a pre-auth key. ${admin ? 'Create one, then run this on the device (the key page shows it filled in):' : 'An administrator creates a key; on the device you then run:'}</p>
 ${commandBox('cmd-join', loginCommand(v.publicOrigin))}
-<p class="muted">Or run <code>tailscale up --login-server=${v.publicOrigin}</code> without a key: the device prints a link, and it waits here for approval.</p>`,
+<p class="muted">Or run <code>tailscale up --login-server=${v.publicOrigin}</code> without a key: the device prints a link, ${
+      v.signInProvider ? html`and whoever opens it and signs in with ${v.signInProvider} gets the device.` : 'and it waits here for approval.'
+    }</p>`,
     action: admin ? html`<a class="button primary" href="/console/keys#create">Create a pre-auth key</a>` : '',
   });
 }
@@ -117,7 +154,7 @@ export function machinesLive(v: MachinesView, now = Date.now()): Html {
 <table class="data machines" id="machines-table">
   <thead><tr><th scope="col">Machine</th><th scope="col">Owner</th><th scope="col">Addresses</th><th scope="col">Status</th><th scope="col">OS · client</th><th scope="col">Key expiry</th></tr></thead>
   <tbody>
-  ${v.shown.length ? v.shown.map((n) => machineRow(n, now)) : html`<tr class="empty"><td colspan="6">No machines match ${filtered ? 'these filters' : 'yet'}. <a href="/console/machines">Show all</a></td></tr>`}
+  ${v.shown.length ? v.shown.map((n) => machineRow(n, v.routes.get(n.id) ?? [], now)) : html`<tr class="empty"><td colspan="6">No machines match ${filtered ? 'these filters' : 'yet'}. <a href="/console/machines">Show all</a></td></tr>`}
   </tbody>
 </table>
 </div>`;
@@ -126,7 +163,11 @@ ${
   v.pending.length
     ? html`<section class="pending" aria-labelledby="pending-title">
   <h2 id="pending-title">Waiting for approval <span class="count">${v.pending.length}</span></h2>
-  <p class="muted">These devices ran <code>tailscale up</code> without a key. Approve one for a user and it joins at once; reject it and its login ends.</p>
+  <p class="muted">${
+    v.signInProvider
+      ? html`These devices ran <code>tailscale up</code> without a key. Each joins when its owner opens the link the device printed and signs in with ${v.signInProvider}; approving by hand is off (<code>HSE_OIDC_OPERATOR_APPROVAL</code>). Reject one to end its login.`
+      : html`These devices ran <code>tailscale up</code> without a key. Approve one for a user and it joins at once; reject it and its login ends.`
+  }</p>
   <ul class="pending-list">${v.pending.map((p) => pendingItem(p, v, now))}</ul>
 </section>`
     : ''
@@ -142,6 +183,7 @@ function filterForm(v: MachinesView): Html {
   <label>Owner<select name="owner">${opt('', 'Everyone', f.owner)}${v.users.map((u) => opt(u.name, u.name, f.owner))}</select></label>
   <label>Status<select name="status">${opt('', 'Any', f.status)}${opt('online', 'Online', f.status)}${opt('offline', 'Offline', f.status)}</select></label>
   <label>Key expiry<select name="expiry">${opt('', 'Any', f.expiry)}${opt('soon', 'Within 7 days', f.expiry)}${opt('expired', 'Expired', f.expiry)}</select></label>
+  <label>Routes<select name="routes">${opt('', 'Any', f.routes)}${opt('pending', 'Has pending routes', f.routes)}${opt('serving', 'Subnet routers and exit nodes', f.routes)}</select></label>
   <div class="actions">
     <button type="submit" class="button primary">Filter</button>
     ${isFiltered(f) ? html`<a class="button subtle" href="/console/machines">Clear</a>` : ''}

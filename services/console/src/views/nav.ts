@@ -11,8 +11,10 @@ export interface Section {
 
 export const SECTIONS: Section[] = [
   { id: 'machines', label: 'Machines', href: '/console/machines', ready: true },
+  { id: 'routes', label: 'Routes', href: '/console/routes', ready: true },
   { id: 'users', label: 'Users', href: '/console/users', ready: true },
   { id: 'keys', label: 'Keys', href: '/console/keys', ready: true },
+  { id: 'acls', label: 'Access controls', href: '/console/acls', ready: true },
   { id: 'dns', label: 'DNS', href: '/console/dns', ready: true },
   { id: 'logs', label: 'Logs', href: '/console/logs', ready: true },
   { id: 'accounts', label: 'Accounts', href: '/console/accounts', ready: true },
