@@ -1,7 +1,10 @@
 // The other ways in, beside the identity provider: with HSE_OIDC_OPERATOR_APPROVAL=on an administrator still
 // approves a waiting device by hand — also while the provider does not answer, which the device page then says —
-// and with HSE_OIDC_CONSOLE_PASSWORDS=off the console offers only the provider and refuses a posted password.
+// and with HSE_OIDC_CONSOLE_PASSWORDS=off the console offers only the provider, refuses a posted password and makes no
+// password administrator. Without approval by hand, Machines shows waiting devices with no Approve button.
 // No provider runs here: its issuer points at a port nobody listens on.
+import fs from 'node:fs';
+import path from 'node:path';
 import test from 'ava';
 import { Client, PASSWORD } from '../harness/console-client.ts';
 import { ControlClient, serverKey } from '../harness/control-client.ts';
@@ -73,4 +76,35 @@ test('with passwords off, the sign-in page offers only the provider and a posted
   t.is(r.status, 403);
   t.regex(r.body, /signs people in with Company SSO only \(HSE_OIDC_CONSOLE_PASSWORDS=off\)/);
   t.is((await c.request('/console/machines')).status, 302, 'no session was made');
+});
+
+test('with a provider and approval by hand off, Machines lists a waiting device without Approve and says how it joins', async (t) => {
+  const image = await startImage({
+    services: ['coordination', 'console'],
+    env: { HSE_CONSOLE_PASSWORD: PASSWORD, HSE_DERP_MODE: 'public', ...provider({ HSE_OIDC_ADMIN_GROUPS: 'ops' }) },
+  });
+  images.push(image);
+  const device = await ControlClient.connect(image.port, await serverKey(image.url));
+  t.teardown(() => device.close());
+  const link = (await device.register({ Hostinfo: { Hostname: 'kiosk', OS: 'linux' } })).AuthURL!;
+  const authId = new URL(link).pathname.split('/').pop()!;
+  const operator = new Client(image.url);
+  t.is((await operator.signIn('admin', PASSWORD)).status, 303);
+  const page = await operator.request('/console/machines');
+  t.regex(page.body, new RegExp(`<li class="pending-item" data-auth-id="${authId}">`));
+  t.notRegex(page.body, /\/approve"/, 'no approve form');
+  t.notRegex(page.body, />Approve</);
+  t.regex(page.body, /waiting for its owner to sign in with Company SSO/);
+  t.regex(page.body, /Each joins when its owner opens the link the device printed and signs in with Company SSO; approving by hand is off/);
+  t.regex(page.body, new RegExp(`action="/console/register/${authId}/reject"`), 'an administrator can still end the login');
+});
+
+test('with passwords off and no password configured, no administrator password is generated, and the log says why', async (t) => {
+  const image = await startImage({ services: ['console'], env: provider({ HSE_OIDC_CONSOLE_PASSWORDS: 'off', HSE_OIDC_ADMIN_GROUPS: 'ops' }) });
+  images.push(image);
+  t.false(fs.existsSync(path.join(image.dataDir, 'first-admin-password')));
+  t.regex(
+    image.logs(),
+    /console passwords are off \(HSE_OIDC_CONSOLE_PASSWORDS=off\), so no password administrator "admin" is created; administrators sign in with Company SSO \(HSE_OIDC_ADMIN_GROUPS\)/,
+  );
 });
