@@ -260,7 +260,9 @@ export class Compiled implements CompiledPolicy {
         rules.push({ srcIPs, protos: null, dsts: [{ target: { kind: 'own' }, ports: [] }], capMap: companionCaps(u.caps) });
       }
     }
-    return { rules, hash: hash(rules.map(ruleKey).join('\n')) };
+    // A rule whose sources are no device (a group with nobody in it yet) admits nothing: leave it out.
+    const live = rules.filter((r) => r.srcIPs.strings.length > 0);
+    return { rules: live, hash: hash(live.map(ruleKey).join('\n')) };
   }
 
   private idx(nodeId: number): number {

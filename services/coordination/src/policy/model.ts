@@ -340,8 +340,7 @@ export class ModelBuilder {
     }
   }
 
-  private srcList(list: Located[], where: string, offset: number): Sel[] {
-    if (list.length === 0) this.err(offset, `${where}.src is empty; the rule would let nobody in`);
+  private srcList(list: Located[]): Sel[] {
     return list.flatMap((l) => this.sel(l, 'src') ?? []);
   }
 
@@ -367,7 +366,7 @@ export class ModelBuilder {
 
   private acl(srcL: Located[], dstL: Located[], protoL: Located | null, offset: number, i: number): void {
     const where = `acls[${i}]`;
-    const src = this.srcList(srcL, where, offset);
+    const src = this.srcList(srcL);
     let protos: number[] | null = null;
     if (protoL) {
       const p = parseProto(protoL.value);
@@ -375,7 +374,6 @@ export class ModelBuilder {
       else protos = [p.value];
     }
     const entries: Entry[] = [];
-    if (dstL.length === 0) this.err(offset, `${where}.dst is empty; the rule would open nothing`);
     for (const d of dstL) {
       const hp = splitHostPort(d.value);
       if (!hp.ok) {
@@ -401,9 +399,8 @@ export class ModelBuilder {
 
   private grant(g: Policy['grants'][number], i: number): void {
     const where = `grants[${i}]`;
-    const src = this.srcList(g.src, where, g.offset);
+    const src = this.srcList(g.src);
     const dsts: Sel[] = [];
-    if (g.dst.length === 0) this.err(g.offset, `${where}.dst is empty; the grant would give nothing`);
     for (const d of g.dst) {
       const sel = this.sel(d, 'dst');
       if (!sel || !this.checkWholeInternetCidr(sel)) continue;
@@ -459,8 +456,6 @@ export class ModelBuilder {
     if (r.checkPeriod && r.action.value !== 'check') this.err(r.checkPeriod.offset, 'checkPeriod only applies to check rules');
     const src = r.src.flatMap((l) => this.sel(l, 'sshSrc') ?? []);
     const dst = r.dst.flatMap((l) => this.sel(l, 'sshDst') ?? []);
-    if (r.src.length === 0) this.err(r.offset, `${where}.src is empty; the rule would let nobody log in`);
-    if (r.dst.length === 0) this.err(r.offset, `${where}.dst is empty; the rule would open no device`);
     const users: SSHUsers = { root: false, nonroot: false, named: [], localpartDomains: [] };
     for (const u of r.users) {
       const problem = sshUserProblem(u.value);

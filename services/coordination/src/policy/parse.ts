@@ -146,6 +146,14 @@ class Reader {
     return out;
   }
 
+  /** A list that must not be empty when present (a missing one is reported by the caller). */
+  private nonEmpty(field: Field | undefined, what: string, why: string): Located[] {
+    const list = this.strList(field?.value, what);
+    if (field && field.value.type === 'array' && list.length === 0 && (field.value.children ?? []).length === 0)
+      this.err(field.value, `${what} is empty; ${why}`);
+    return list;
+  }
+
   private list(node: JsonNode, what: string): JsonNode[] {
     if (node.type === 'null') return [];
     if (node.type !== 'array') {
@@ -255,8 +263,8 @@ class Reader {
     const proto = f.get('proto');
     return {
       offset: node.offset,
-      src: this.strList(src?.value, `${where}.src`),
-      dst: this.strList(dst?.value, `${where}.dst`),
+      src: this.nonEmpty(src, `${where}.src`, 'the rule would let nobody in'),
+      dst: this.nonEmpty(dst, `${where}.dst`, 'the rule would open nothing'),
       proto: proto ? this.str(proto.value, `${where}.proto`) : null,
     };
   }
@@ -272,8 +280,8 @@ class Reader {
     if (!f.get('dst')) this.err(node, `${where} has no "dst" (what it gives access to)`);
     const g: Grant = {
       offset: node.offset,
-      src: this.strList(f.get('src')?.value, `${where}.src`),
-      dst: this.strList(f.get('dst')?.value, `${where}.dst`),
+      src: this.nonEmpty(f.get('src'), `${where}.src`, 'the grant would be for nobody'),
+      dst: this.nonEmpty(f.get('dst'), `${where}.dst`, 'the grant would give nothing'),
       ip: this.strList(f.get('ip')?.value, `${where}.ip`),
       app: this.app(f.get('app')?.value, `${where}.app`),
     };
@@ -316,9 +324,9 @@ class Reader {
     return {
       offset: node.offset,
       action: action ?? { value: '', offset: node.offset },
-      src: this.strList(f.get('src')?.value, `${where}.src`),
-      dst: this.strList(f.get('dst')?.value, `${where}.dst`),
-      users: this.strList(f.get('users')?.value, `${where}.users`),
+      src: this.nonEmpty(f.get('src'), `${where}.src`, 'the rule would let nobody log in'),
+      dst: this.nonEmpty(f.get('dst'), `${where}.dst`, 'the rule would open no device'),
+      users: this.nonEmpty(f.get('users'), `${where}.users`, 'name the local users, e.g. ["autogroup:nonroot"]'),
       checkPeriod: f.get('checkPeriod') && f.get('checkPeriod')!.value.type !== 'null' ? this.str(f.get('checkPeriod')!.value, `${where}.checkPeriod`) : null,
       acceptEnv: this.strList(f.get('acceptEnv')?.value, `${where}.acceptEnv`),
     };

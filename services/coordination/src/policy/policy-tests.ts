@@ -36,6 +36,8 @@ interface Principal {
   internet: boolean;
   /** For autogroup:self destinations: the source principal whose own device this is. */
   selfOf: Principal | null;
+  /** An existing device (named in messages), not a hypothetical one. */
+  concrete: boolean;
 }
 
 const base = (name: string): Principal => ({
@@ -201,6 +203,7 @@ export class PolicyTestRunner {
         tagged: tn.tagged[i] === 1,
         tags: node.tags,
         addrs,
+        concrete: true,
       });
     }
     return out;
@@ -351,7 +354,7 @@ export class PolicyTestRunner {
       for (const q of dst.principals(p)) {
         const via = this.reach(p, q, proto, dst.port);
         if (via) {
-          this.err(d, `test failed: ${p.name} can reach ${what}${q.name.includes('device ') ? ` (${q.name})` : ''} through ${via}, but the test says deny`);
+          this.err(d, `test failed: ${p.name} can reach ${what}${q.concrete ? ` (${q.name})` : ''} through ${via}, but the test says deny`);
           return;
         }
       }
