@@ -50,6 +50,7 @@ const base = (name: string): Principal => ({
   addrs: [],
   internet: false,
   selfOf: null,
+  concrete: false,
 });
 
 export class PolicyTestRunner {
