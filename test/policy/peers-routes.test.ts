@@ -80,7 +80,7 @@ test('exit nodes: offered only with autogroup:internet (or "*") access; a router
   t.deepEqual(p.peersOf(1), [9]);
   t.deepEqual(p.peersOf(3), []);
   const star = compile(t, policyText({ acls: [{ action: 'accept', src: ['bob@'], dst: ['*:*'] }] }), snap);
-  t.deepEqual(star.routesFor(3, 9), ['10.9.0.0/16', '0.0.0.0/0', '::/0']);
+  t.deepEqual(star.routesFor(3, 9), ['0.0.0.0/0', '::/0', '10.9.0.0/16'], 'in the order they were approved');
   t.deepEqual(star.routesFor(1, 9), []);
 });
 

@@ -66,7 +66,8 @@ interface FilterTemplate {
 
 interface PeerGroup {
   peers: Int32Array;
-  hash: string;
+  /** setHash of the peers' ids. */
+  hash: [number, number];
 }
 
 export interface CompileOptions {
@@ -91,6 +92,8 @@ export class Compiled implements CompiledPolicy {
   private readonly routeUsers = new Map<string, Bitset>();
   /** The distinct approved subnet routes, sorted; and a hash of which router serves which routes. */
   private routeOrder: string[] = [];
+  /** Route text → the nodes serving it. */
+  private readonly routeServers = new Map<string, number[]>();
   private routeLayout = '';
   private readonly exitUsers: Bitset;
   private readonly ssh: SSHCompiler;
@@ -335,9 +338,7 @@ export class Compiled implements CompiledPolicy {
         }
         const peers = b.toArray();
         // Hashed by node id, not index: indices shift when a node joins, ids do not.
-        let text = '';
-        for (const j of peers) text += `${ids[j]},`;
-        g = { peers, hash: hash(text) };
+        g = { peers, hash: setHash(Array.from(peers, (j) => ids[j])) };
         groups.set(key, g);
       }
       out[i] = g;
@@ -378,16 +379,7 @@ export class Compiled implements CompiledPolicy {
     const i = this.idx(a);
     const j = this.idx(b);
     if (i === j) return false;
-    const base = this.peerGroupOf[i].peers;
-    let lo = 0;
-    let hi = base.length - 1;
-    while (lo <= hi) {
-      const mid = (lo + hi) >> 1;
-      if (base[mid] === j) return true;
-      if (base[mid] < j) lo = mid + 1;
-      else hi = mid - 1;
-    }
-    return this.selfPeers(i).includes(j);
+    return sortedHas(this.peerGroupOf[i].peers, j) || this.selfPeers(i).includes(j);
   }
 
   // ---- routes ----
@@ -400,7 +392,15 @@ export class Compiled implements CompiledPolicy {
   private buildRouteUsers(): void {
     const tn = this.tn;
     const seen = new Map<string, Interval>();
-    for (const i of tn.routers) for (const iv of tn.subnetRoutes[i]) seen.set(formatInterval(iv), iv);
+    for (const i of tn.routers) {
+      for (const iv of tn.subnetRoutes[i]) {
+        const text = formatInterval(iv);
+        seen.set(text, iv);
+        const servers = this.routeServers.get(text) ?? [];
+        servers.push(i);
+        this.routeServers.set(text, servers);
+      }
+    }
     const network = this.units.map((u, ui) => ({ u, ui })).filter(({ u }) => u.caps === null);
     for (const { u, ui } of network) {
       if (u.entries.some((e) => e.dst.sel.kind === 'all' || (e.dst.sel.kind === 'autogroup' && e.dst.sel.name === 'internet')))
@@ -431,17 +431,22 @@ export class Compiled implements CompiledPolicy {
     return iv !== null && overlaps(iv, route);
   }
 
+  /** In the order the router's routes were approved. */
   routesFor(viewerId: number, routerId: number): string[] {
     const v = this.idx(viewerId);
     const x = this.idx(routerId);
     if (v === x) return [];
     const tn = this.tn;
     const out: string[] = [];
-    const subnets = tn.subnetRoutes[x];
-    for (let k = 0; k < subnets.length; k++) {
-      if (this.routeUsers.get(formatInterval(subnets[k]))?.has(v)) out.push(tn.subnetRouteText[x][k]);
+    const exit = tn.exitRoutes[x].length > 0 && this.exitUsers.has(v);
+    for (const r of tn.nodes[x].approvedRoutes) {
+      if (tn.exitRoutes[x].includes(r)) {
+        if (exit) out.push(r);
+        continue;
+      }
+      const k = tn.subnetRouteText[x].indexOf(r);
+      if (k >= 0 && this.routeUsers.get(formatInterval(tn.subnetRoutes[x][k]))?.has(v)) out.push(r);
     }
-    if (tn.exitRoutes[x].length > 0 && this.exitUsers.has(v)) out.push(...tn.exitRoutes[x]);
     return out;
   }
 
@@ -558,15 +563,30 @@ export class Compiled implements CompiledPolicy {
     // is particular to the node); only the whole is hashed.
     const filter = `${this.filterTemplateOf[i].hash}|${tn.v4Text[i]}|${tn.v6Text[i]}`;
     const ids = this.nodeIds;
-    const peers = `${this.peerGroupOf[i].hash}|${this.selfPeers(i)
-      .map((j) => ids[j])
-      .join(',')}`;
-    // The routes a node may use follow from which route-users sets hold it; the routers and their routes are the same
-    // for every node (the layout), except that a router does not use its own.
-    let usable = this.exitUsers.has(i) ? 'x' : '-';
-    for (const r of this.routeOrder) usable += this.routeUsers.get(r)!.has(i) ? '1' : '0';
-    const own = tn.subnetRoutes[i].length > 0 || tn.exitRoutes[i].length > 0 ? `|${ids[i]}` : '';
-    const routes = `${this.routeLayout}|${usable}${own}`;
+    // The peers' id-set hash: the group's, without the node itself, with the node's own user's devices it adds.
+    const g = this.peerGroupOf[i];
+    let [a, b] = g.hash;
+    const minus = (id: number) => {
+      const [x, y] = idMix(id);
+      a = (a - x) >>> 0;
+      b = (b - y) >>> 0;
+    };
+    const plus = (id: number) => {
+      const [x, y] = idMix(id);
+      a = (a + x) >>> 0;
+      b = (b + y) >>> 0;
+    };
+    if (sortedHas(g.peers, i)) minus(ids[i]);
+    for (const j of this.selfPeers(i)) if (!sortedHas(g.peers, j)) plus(ids[j]);
+    const peers = `${a.toString(36)}.${b.toString(36)}`;
+    // The routes a node may use follow from which route-users sets hold it; which routers serve which routes is the
+    // same for every node (the layout). A route counts only when a router other than the node itself serves it.
+    let usable = this.exitUsers.has(i) && tn.exitNodes.some((x) => x !== i) ? 'x' : '-';
+    for (const r of this.routeOrder) {
+      const servers = this.routeServers.get(r)!;
+      usable += this.routeUsers.get(r)!.has(i) && (servers.length > 1 || servers[0] !== i) ? '1' : '0';
+    }
+    const routes = `${this.routeLayout}|${usable}`;
     const ssh = this.ssh.hashFor(i);
     const caps = this.caps.hashFor(i);
     const d = { filter, peers, routes, ssh, caps, all: hash(`${filter}\n${peers}\n${routes}\n${ssh}\n${caps}`) };
@@ -579,13 +599,57 @@ export class Compiled implements CompiledPolicy {
   }
 }
 
-/** A template rule as text for its hash: the SrcIPs list by its own hash, everything else as written. */
+function sortedHas(a: Int32Array, v: number): boolean {
+  let lo = 0;
+  let hi = a.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (a[mid] === v) return true;
+    if (a[mid] < v) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return false;
+}
+
+/**
+ * A template rule as text for its hash, in the form instantiate() emits it, so two templates that give a node the
+ * same rule have the same key: the SrcIPs list by its own hash; for packets, the own-address entries' ports first,
+ * then the other entries in order; for capabilities, the distinct destinations ("*" names the node's own addresses).
+ */
 function ruleKey(r: RuleTemplate): string {
-  const dsts = r.dsts.map((d) => {
-    const t = d.target.kind === 'literal' ? d.target.text : d.target.kind;
-    return `${t}:${d.ports.map((p) => `${p.first}-${p.last}`).join(',')}`;
-  });
-  return `${r.srcIPs.hash};${r.protos?.join(',') ?? ''};${dsts.join(' ')};${r.capMap ? JSON.stringify(r.capMap) : ''}`;
+  const ports = (d: DstTemplate) => d.ports.map((p) => `${p.first}-${p.last}`).join(',');
+  let dsts: string;
+  if (r.capMap) {
+    dsts = [...new Set(r.dsts.map((d) => (d.target.kind === 'literal' ? d.target.cidr : 'own')))].join(' ');
+  } else {
+    const own = r.dsts.filter((d) => d.target.kind === 'own').map(ports);
+    const other = r.dsts.filter((d) => d.target.kind !== 'own').map((d) => `${d.target.kind === 'literal' ? d.target.text : d.target.kind}:${ports(d)}`);
+    dsts = `${own.join(' ')}|${other.join(' ')}`;
+  }
+  return `${r.srcIPs.hash};${r.protos?.join(',') ?? ''};${dsts};${r.capMap ? JSON.stringify(r.capMap) : ''}`;
+}
+
+/**
+ * An order-free hash of a set of node ids: the sum, lane by lane, of two 32-bit mixes of each id. Removing one id
+ * from a set's hash is a subtraction, so each node's peer list (its group's list without itself) hashes in O(1).
+ */
+function idMix(id: number): [number, number] {
+  let a = Math.imul(id ^ 0x9e3779b9, 0x85ebca6b);
+  a = Math.imul(a ^ (a >>> 13), 0xc2b2ae35);
+  let b = Math.imul((id + 0x7f4a7c15) ^ 0x2545f491, 0x27d4eb2f);
+  b = Math.imul(b ^ (b >>> 15), 0x165667b1);
+  return [(a ^ (a >>> 16)) >>> 0, (b ^ (b >>> 16)) >>> 0];
+}
+
+function setHash(ids: Iterable<number>): [number, number] {
+  let a = 0;
+  let b = 0;
+  for (const id of ids) {
+    const [x, y] = idMix(id);
+    a = (a + x) >>> 0;
+    b = (b + y) >>> 0;
+  }
+  return [a, b];
 }
 
 /** The capabilities a grant's destinations get (hse's file-sharing grant becomes the client's file-send capability). */
