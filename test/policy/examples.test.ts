@@ -107,8 +107,8 @@ test('a home network: own devices talk to each other, a subnet router for the LA
   t.is(router.length, 1);
   t.deepEqual(router[0].DstPorts?.[0], { IP: '192.168.1.0/24', Ports: all });
   t.is(router[0].DstPorts?.length, 8, 'the LAN and the seven public ranges of autogroup:internet');
-  t.is(p.autoApprover(20, '192.168.1.0/24'), 'autoApprovers.routes["192.168.0.0/16"] (line 15): tag:router');
-  t.is(p.autoApprover(20, '0.0.0.0/0'), 'autoApprovers.exitNode (line 16): tag:router');
+  t.is(p.autoApprover(20, '192.168.1.0/24'), 'autoApprovers.routes["192.168.0.0/16"] (line 14): tag:router');
+  t.is(p.autoApprover(20, '0.0.0.0/0'), 'autoApprovers.exitNode (line 15): tag:router');
   t.is(p.autoApprover(1, '192.168.1.0/24'), null);
   t.true(p.mayReach(2, 1, 6, 5900));
   t.false(p.mayReach(3, 1, 6, 5900), 'bob is family but not alice');
