@@ -83,6 +83,8 @@ test('capabilities: SSH targets get the SSH capability (tailscale set --ssh), ot
   );
   t.true('https://tailscale.com/cap/ssh' in p.capMapFor(5));
   t.false('https://tailscale.com/cap/ssh' in p.capMapFor(3));
+  t.true(p.needsSSHCapability(5));
+  t.false(p.needsSSHCapability(3));
 });
 
 test('capabilities: Taildrop is on for every device unless turned off; nodeAttrs attributes and app values pass through', (t) => {

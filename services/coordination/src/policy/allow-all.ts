@@ -68,6 +68,11 @@ export class AllowAll implements CompiledPolicy {
     return null;
   }
 
+  needsSSHCapability(nodeId: number): boolean {
+    this.idx(nodeId);
+    return false;
+  }
+
   capMapFor(nodeId: number): NodeCapMap {
     this.idx(nodeId);
     return this.caps;

@@ -319,23 +319,31 @@ export class Compiled implements CompiledPolicy {
 
   private buildPeerGroups(): PeerGroup[] {
     const n = this.tn.n;
-    const units = this.units.length;
+    // Per node, the units that have it on their source side and on their destination side (ascending): its key.
+    const srcUnits: number[][] = new Array(n);
+    const dstUnits: number[][] = new Array(n);
+    const add = (lists: number[][], i: number, ui: number) => {
+      const l = lists[i];
+      if (l) l.push(ui);
+      else lists[i] = [ui];
+    };
+    this.units.forEach((_, ui) => {
+      for (const i of this.srcBits[ui].toArray()) add(srcUnits, i, ui);
+      for (const i of this.dstBits[ui].toArray()) add(dstUnits, i, ui);
+    });
     const groups = new Map<string, PeerGroup>();
     const out: PeerGroup[] = new Array(n);
     const ids = this.nodeIds;
+    const none: number[] = [];
     for (let i = 0; i < n; i++) {
-      // The node's key: which units have it on their source side, then on their destination side.
-      let key = '';
-      for (let ui = 0; ui < units; ui++) if (this.srcBits[ui].has(i)) key += `${ui},`;
-      key += '|';
-      for (let ui = 0; ui < units; ui++) if (this.dstBits[ui].has(i)) key += `${ui},`;
+      const src = srcUnits[i] ?? none;
+      const dst = dstUnits[i] ?? none;
+      const key = `${src.join(',')}|${dst.join(',')}`;
       let g = groups.get(key);
       if (!g) {
         const b = new Bitset(n);
-        for (let ui = 0; ui < units; ui++) {
-          if (this.srcBits[ui].has(i)) b.or(this.dstBits[ui]);
-          if (this.dstBits[ui].has(i)) b.or(this.srcBits[ui]);
-        }
+        for (const ui of src) b.or(this.dstBits[ui]);
+        for (const ui of dst) b.or(this.srcBits[ui]);
         const peers = b.toArray();
         // Hashed by node id, not index: indices shift when a node joins, ids do not.
         g = { peers, hash: setHash(Array.from(peers, (j) => ids[j])) };
@@ -454,6 +462,10 @@ export class Compiled implements CompiledPolicy {
 
   sshPolicyFor(nodeId: number): SSHPolicy | null {
     return this.ssh.policyFor(this.idx(nodeId));
+  }
+
+  needsSSHCapability(nodeId: number): boolean {
+    return this.ssh.isDestination(this.idx(nodeId));
   }
 
   capMapFor(nodeId: number): NodeCapMap {
