@@ -341,6 +341,22 @@ test('autogroup:danger-all as a source is "*" in SrcIPs: every address, inside t
   t.deepEqual(p.filterFor(6)[0].SrcIPs, ['*']);
 });
 
+test('a policy without acls or grants leaves the network open, as Tailscale does; an empty acls list closes it', (t) => {
+  const open = compile(t, policyText({ tagOwners: owners, ssh: [{ action: 'accept', src: ['bob@'], dst: ['tag:db'], users: ['root'] }] }), snap);
+  t.deepEqual(open.filterFor(1), [
+    {
+      SrcIPs: ['10.1.0.0/16', '100.64.0.0-100.115.91.255', '100.115.94.0-100.127.255.255', '192.168.5.0/24', 'fd7a:115c:a1e0::/48'],
+      DstPorts: [{ IP: '*', Ports: all }],
+    },
+  ]);
+  t.true(open.mayReach(4, 5, 6, 22));
+  t.is(open.reachersOf(1)[0].origin, 'the default rule (the policy has no acls or grants)');
+  t.not(open.sshPolicyFor(5), null, 'the rest of the policy still applies');
+  const closed = compile(t, policyText({ tagOwners: owners, acls: [] }), snap);
+  t.deepEqual(closed.filterFor(1), []);
+  t.deepEqual(closed.peersOf(1), []);
+});
+
 test('no policy: every node gets the allow-all filter and every other node as a peer', (t) => {
   const p = compile(t, '', snap);
   t.true(p.allowAll);

@@ -154,7 +154,7 @@ test('sshTests: a failing assertion is refused at the user name', (t) => {
 });
 
 test('a policy whose tests fail can still be loaded without running them (a stored policy at start)', (t) => {
-  const text = policyText({ tests: [{ src: 'alice@', accept: ['bob@:22'] }] });
+  const text = policyText({ acls: [], tests: [{ src: 'alice@', accept: ['bob@:22'] }] });
   t.is(errors(text, empty).length, 1);
   t.deepEqual(errors(text, empty, { runTests: false }), []);
 });

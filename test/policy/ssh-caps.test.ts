@@ -12,6 +12,7 @@ test('ssh: a group may log in to tagged servers as root and any non-root user', 
     policyText({
       groups: { 'group:admins': ['bob@'] },
       tagOwners: owners,
+      acls: [],
       ssh: [{ action: 'accept', src: ['group:admins'], dst: ['tag:srv'], users: ['root', 'autogroup:nonroot'] }],
     }),
     snap,

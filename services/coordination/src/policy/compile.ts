@@ -51,8 +51,16 @@ interface DstTemplate {
   ports: readonly PortRange[];
 }
 
+/**
+ * Where a template rule's SrcIPs come from: a list shared by every node, or one that depends on the node's user (the
+ * sources of an autogroup:self entry that are the user's own devices; all of the user's devices, for the companion
+ * of a self grant). The per-user ones are looked up when the template is instantiated, so nodes of different users
+ * still share one template.
+ */
+type SrcRef = { fixed: SrcIPs } | { selfOf: number } | { userDevices: true };
+
 interface RuleTemplate {
-  srcIPs: SrcIPs;
+  src: SrcRef;
   protos: number[] | null;
   dsts: DstTemplate[];
   /** Set for capability rules. */
@@ -62,6 +70,8 @@ interface RuleTemplate {
 interface FilterTemplate {
   rules: RuleTemplate[];
   hash: string;
+  /** Some rule's sources depend on the node's user (see SrcRef). */
+  perUser: boolean;
 }
 
 interface PeerGroup {
@@ -81,6 +91,8 @@ export class Compiled implements CompiledPolicy {
   private readonly r: Resolver;
   private readonly units: readonly Unit[];
   private readonly flat: Flat[] = [];
+  /** "flat index:user id" → the user's devices among the sources of that autogroup:self entry. */
+  private readonly selfMembers = new Map<string, number[]>();
   /** Per node: its filter template and peer group. */
   private readonly filterTemplateOf: FilterTemplate[];
   private readonly filterCache: (FilterRule[] | undefined)[];
@@ -172,8 +184,9 @@ export class Compiled implements CompiledPolicy {
   private buildFilterTemplates(): FilterTemplate[] {
     const tn = this.tn;
     const n = tn.n;
-    // Per node, in policy order: matched destination entries (flat indices), autogroup:self matches (indices into
-    // selfList) and companion capabilities (2·unit, or 2·unit+1 for a self grant's companion).
+    // Per node, in policy order: matched destination entries (flat indices), autogroup:self entries whose sources
+    // include some of the node's user's devices (flat indices), and companion capabilities (2·unit, or 2·unit+1 for
+    // a self grant's companion).
     const ents: number[][] = new Array(n);
     const selfs: number[][] = new Array(n);
     const comps: number[][] = new Array(n);
@@ -182,7 +195,6 @@ export class Compiled implements CompiledPolicy {
       if (l) l.push(v);
       else lists[i] = [v];
     };
-    const selfList: { fi: number; userId: number; members: number[] }[] = [];
     this.flat.forEach((f, fi) => {
       const e = this.units[f.unit].entries[f.entry];
       if (!this.isSelf(e.dst)) {
@@ -194,8 +206,8 @@ export class Compiled implements CompiledPolicy {
       for (const [userId, devices] of tn.untaggedByUser) {
         const members = devices.filter((i) => src.has(i));
         if (members.length === 0) continue;
-        const k = selfList.push({ fi, userId, members }) - 1;
-        for (const i of devices) push(selfs, i, k);
+        this.selfMembers.set(`${fi}:${userId}`, members);
+        for (const i of devices) push(selfs, i, fi);
       }
     });
     // Companion capabilities go to the grant's sources.
@@ -211,17 +223,10 @@ export class Compiled implements CompiledPolicy {
     const templates = new Map<string, FilterTemplate>();
     const out: FilterTemplate[] = new Array(n);
     for (let i = 0; i < n; i++) {
-      // Companion-self rules name the node's own user: part of the key.
-      const c = comps[i];
-      const key = `${ents[i]?.join(',') ?? ''}|${selfs[i]?.join(',') ?? ''}|${c ? `${c.join(',')}@${tn.nodes[i].userId}` : ''}`;
+      const key = `${ents[i]?.join(',') ?? ''}|${selfs[i]?.join(',') ?? ''}|${comps[i]?.join(',') ?? ''}`;
       let t = templates.get(key);
       if (!t) {
-        t = this.template(
-          ents[i] ?? [],
-          (selfs[i] ?? []).map((k) => selfList[k]),
-          c ?? [],
-          tn.nodes[i].userId,
-        );
+        t = this.template(ents[i] ?? [], selfs[i] ?? [], comps[i] ?? []);
         templates.set(key, t);
       }
       out[i] = t;
@@ -230,10 +235,10 @@ export class Compiled implements CompiledPolicy {
   }
 
   /** Builds one filter template from what a node matched, in policy order. */
-  private template(ents: number[], selfs: { fi: number; userId: number; members: number[] }[], comps: number[], userId: number): FilterTemplate {
+  private template(ents: number[], selfs: number[], comps: number[]): FilterTemplate {
     const units = new Set<number>();
     for (const fi of ents) units.add(this.flat[fi].unit);
-    for (const s of selfs) units.add(this.flat[s.fi].unit);
+    for (const fi of selfs) units.add(this.flat[fi].unit);
     for (const c of comps) units.add(c >> 1);
     const rules: RuleTemplate[] = [];
     for (const ui of [...units].sort((a, b) => a - b)) {
@@ -241,31 +246,40 @@ export class Compiled implements CompiledPolicy {
       const caps = u.caps ? mainCaps(u.caps) : null;
       const mine = ents.filter((fi) => this.flat[fi].unit === ui);
       if (mine.length > 0) {
+        const src = this.r.srcStrings(u.src);
         const dsts = mine.map((fi): DstTemplate => ({ target: this.flat[fi].target, ports: u.entries[this.flat[fi].entry].ports }));
-        rules.push({ srcIPs: this.r.srcStrings(u.src), protos: u.protos, dsts, capMap: caps });
+        // A rule whose sources are no device (a group with nobody in it yet) admits nothing: leave it out.
+        if (src.strings.length > 0) rules.push({ src: { fixed: src }, protos: u.protos, dsts, capMap: caps });
       }
-      // Self entries of one unit (and so one user: the node's) share their sources: one rule.
-      const self = selfs.filter((s) => this.flat[s.fi].unit === ui);
+      // Self entries of one unit share their sources (the node's user's devices among the unit's sources): one rule.
+      const self = selfs.filter((fi) => this.flat[fi].unit === ui);
       if (self.length > 0) {
         rules.push({
-          srcIPs: this.r.nodeStrings(`self ${self[0].fi} ${self[0].userId}`, self[0].members),
+          src: { selfOf: self[0] },
           protos: u.protos,
-          dsts: self.map((s) => ({ target: { kind: 'own' }, ports: u.entries[this.flat[s.fi].entry].ports })),
+          dsts: self.map((fi) => ({ target: { kind: 'own' }, ports: u.entries[this.flat[fi].entry].ports })),
           capMap: caps,
         });
       }
       if (u.caps && comps.includes(2 * ui)) {
         const dsts = u.entries.filter((e) => !this.isSelf(e.dst)).map((e) => e.dst);
-        rules.push({ srcIPs: this.r.srcStrings(dsts), protos: null, dsts: [{ target: { kind: 'own' }, ports: [] }], capMap: companionCaps(u.caps) });
+        const src = this.r.srcStrings(dsts);
+        if (src.strings.length > 0)
+          rules.push({ src: { fixed: src }, protos: null, dsts: [{ target: { kind: 'own' }, ports: [] }], capMap: companionCaps(u.caps) });
       }
       if (u.caps && comps.includes(2 * ui + 1)) {
-        const srcIPs = this.r.nodeStrings(`user ${userId}`, this.tn.untaggedByUser.get(userId) ?? []);
-        rules.push({ srcIPs, protos: null, dsts: [{ target: { kind: 'own' }, ports: [] }], capMap: companionCaps(u.caps) });
+        rules.push({ src: { userDevices: true }, protos: null, dsts: [{ target: { kind: 'own' }, ports: [] }], capMap: companionCaps(u.caps) });
       }
     }
-    // A rule whose sources are no device (a group with nobody in it yet) admits nothing: leave it out.
-    const live = rules.filter((r) => r.srcIPs.strings.length > 0);
-    return { rules: live, hash: hash(live.map(ruleKey).join('\n')) };
+    return { rules, hash: hash(rules.map(ruleKey).join('\n')), perUser: rules.some((r) => !('fixed' in r.src)) };
+  }
+
+  /** A template rule's SrcIPs for node i. */
+  private srcFor(ref: SrcRef, i: number): SrcIPs {
+    if ('fixed' in ref) return ref.fixed;
+    const userId = this.tn.nodes[i].userId;
+    if ('selfOf' in ref) return this.r.nodeStrings(`self ${ref.selfOf} ${userId}`, this.selfMembers.get(`${ref.selfOf}:${userId}`) ?? []);
+    return this.r.nodeStrings(`user ${userId}`, this.tn.untaggedByUser.get(userId) ?? []);
   }
 
   private idx(nodeId: number): number {
@@ -292,7 +306,7 @@ export class Compiled implements CompiledPolicy {
         if (d.target.kind === 'literal') dsts.push(d.target.cidr);
         else for (const a of own) dsts.push(a.includes(':') ? `${a}/128` : `${a}/32`);
       }
-      return { SrcIPs: t.srcIPs.strings as string[], CapGrant: [{ Dsts: [...new Set(dsts)], CapMap: t.capMap }] };
+      return { SrcIPs: this.srcFor(t.src, i).strings as string[], CapGrant: [{ Dsts: [...new Set(dsts)], CapMap: t.capMap }] };
     }
     const ports: NetPortRange[] = [];
     const push = (ip: string, p: readonly PortRange[]) => {
@@ -304,7 +318,7 @@ export class Compiled implements CompiledPolicy {
       else if (d.target.kind === 'literal') push(d.target.text, d.ports);
       else if (d.target.kind === 'internet') for (const s of INTERNET_STRINGS) push(s, d.ports);
     }
-    const rule: FilterRule = { SrcIPs: t.srcIPs.strings as string[], DstPorts: ports };
+    const rule: FilterRule = { SrcIPs: this.srcFor(t.src, i).strings as string[], DstPorts: ports };
     if (t.protos) rule.IPProto = t.protos;
     return rule;
   }
@@ -573,7 +587,10 @@ export class Compiled implements CompiledPolicy {
     const tn = this.tn;
     // Parts are short strings that are equal exactly when that part of the view is (hashes of shared pieces plus what
     // is particular to the node); only the whole is hashed.
-    const filter = `${this.filterTemplateOf[i].hash}|${tn.v4Text[i]}|${tn.v6Text[i]}`;
+    const template = this.filterTemplateOf[i];
+    // Per-user sources are part of the node's filter: their hashes, in rule order.
+    const perUser = template.perUser ? template.rules.map((r) => ('fixed' in r.src ? '' : this.srcFor(r.src, i).hash)).join(',') : '';
+    const filter = `${template.hash}|${perUser}|${tn.v4Text[i]}|${tn.v6Text[i]}`;
     const ids = this.nodeIds;
     // The peers' id-set hash: the group's, without the node itself, with the node's own user's devices it adds.
     const g = this.peerGroupOf[i];
@@ -638,7 +655,8 @@ function ruleKey(r: RuleTemplate): string {
     const other = r.dsts.filter((d) => d.target.kind !== 'own').map((d) => `${d.target.kind === 'literal' ? d.target.text : d.target.kind}:${ports(d)}`);
     dsts = `${own.join(' ')}|${other.join(' ')}`;
   }
-  return `${r.srcIPs.hash};${r.protos?.join(',') ?? ''};${dsts};${r.capMap ? JSON.stringify(r.capMap) : ''}`;
+  const src = 'fixed' in r.src ? r.src.fixed.hash : 'selfOf' in r.src ? 'self' : 'user';
+  return `${src};${r.protos?.join(',') ?? ''};${dsts};${r.capMap ? JSON.stringify(r.capMap) : ''}`;
 }
 
 /**

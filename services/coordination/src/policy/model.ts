@@ -196,6 +196,19 @@ export class ModelBuilder {
       this.nodeAttr(a, i);
     });
     this.autoApprovers();
+    if (!p.hasAccessRules) {
+      // No "acls" and no "grants": Tailscale opens the network (its default rule, "*" to "*:*"); the rest of the
+      // policy (tags, SSH, node attributes, auto-approvers, tests) applies as written.
+      const star: Sel = { sel: { kind: 'all' }, text: '*', offset: 0 };
+      this.model.units.push({
+        origin: 'the default rule (the policy has no acls or grants)',
+        offset: 0,
+        src: [star],
+        entries: [{ dst: star, ports: [{ first: 0, last: 65535 }] }],
+        protos: null,
+        caps: null,
+      });
+    }
     return this.model;
   }
 

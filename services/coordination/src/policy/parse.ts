@@ -68,6 +68,7 @@ export function emptyPolicy(): Policy {
     sshTests: [],
     nodeAttrs: [],
     randomizeClientPort: false,
+    hasAccessRules: false,
   };
 }
 
@@ -220,6 +221,7 @@ class Reader {
     if (v('groups')) p.groups = this.namedLists(v('groups')!, 'groups');
     if (v('tagOwners')) p.tagOwners = this.namedLists(v('tagOwners')!, 'tagOwners');
     if (v('hosts')) p.hosts = this.namedLists(v('hosts')!, 'hosts', true);
+    p.hasAccessRules = top.has('acls') || top.has('grants');
     if (v('acls')) p.acls = this.list(v('acls')!, 'acls').flatMap((n, i) => this.acl(n, i) ?? []);
     if (v('grants')) p.grants = this.list(v('grants')!, 'grants').flatMap((n, i) => this.grant(n, i) ?? []);
     if (v('tests')) p.tests = this.list(v('tests')!, 'tests').flatMap((n, i) => this.test(n, i) ?? []);

@@ -91,6 +91,11 @@ export interface Policy {
   nodeAttrs: NodeAttr[];
   /** Top-level randomizeClientPort: true gives every node the randomize-client-port attribute. */
   randomizeClientPort: boolean;
+  /**
+   * Whether the document has an "acls" or a "grants" key at all. With neither, network access is open (every device
+   * reaches every device), as Tailscale does it; an empty "acls": [] denies everything.
+   */
+  hasAccessRules: boolean;
 }
 
 /** A device as the engine sees it. Tagged devices (tags non-empty) are owned by their tags, not by userId's user. */
