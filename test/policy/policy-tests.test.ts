@@ -97,7 +97,7 @@ test('autogroup:self and autogroup:internet as test destinations', (t) => {
     ],
     tests: [
       { src: 'alice@', accept: ['autogroup:self:22'], deny: ['autogroup:self:80', 'bob@:22', 'autogroup:internet:*'] },
-      { src: 'bob@', accept: ['autogroup:internet:443'] },
+      { src: 'bob@', accept: ['autogroup:internet:*'] },
     ],
   });
   t.deepEqual(errors(text, empty), []);
@@ -108,7 +108,7 @@ test('test entries that cannot be evaluated are refused: CIDRs, port ranges, icm
     tagOwners: owners,
     acls: [{ action: 'accept', src: ['alice@'], dst: ['tag:db:*'] }],
     tests: [
-      { src: 'alice@', accept: ['10.0.0.0/8:22', 'tag:db:8000-8100', 'tag:db:*'] },
+      { src: 'alice@', accept: ['10.0.0.0/8:22', '100.64.0.9/32:22', 'tag:db:8000-8100', 'tag:db:*', 'autogroup:internet:443'] },
       { src: 'alice@', proto: 'icmp', accept: ['tag:db:1'] },
       { src: 'group:ghosts', accept: ['tag:db:22'] },
       { src: 'dave@', accept: ['tag:db:22'] },
@@ -116,8 +116,10 @@ test('test entries that cannot be evaluated are refused: CIDRs, port ranges, icm
   });
   t.deepEqual(errors(text, empty), [
     `${at(text, '"10.0.0.0/8:22"')}: 10.0.0.0/8:22: a test destination is one device or address, not a range`,
+    `${at(text, '"100.64.0.9/32:22"')}: 100.64.0.9/32:22: a test destination is one device or address, not a range`,
     `${at(text, '"tag:db:8000-8100"')}: tag:db:8000-8100: a test destination has one port (1-65535), not "8000-8100"`,
     `${at(text, '"tag:db:*"', 2)}: tag:db:*: a test destination has one port (1-65535), not "*"`,
+    `${at(text, '"autogroup:internet:443"')}: autogroup:internet:443: autogroup:internet is tested as a whole (may the source use exit nodes?): write autogroup:internet:*`,
     `${at(text, '"icmp"')}: a test's proto is tcp, udp or sctp, not icmp`,
     `${at(text, '"group:ghosts"')}: test source: group:ghosts is not defined in groups`,
     `${at(text, '"dave@"')}: test source: dave@ is not a user of this tailnet`,

@@ -236,3 +236,31 @@ test('an empty policy, or one of only comments, is no policy: allow-all', (t) =>
     if (r.ok) t.true(r.policy.allowAll);
   }
 });
+
+test('an empty src or dst list is accepted with a warning (the rule matches nothing), as Tailscale accepts it', (t) => {
+  const text = '{ "acls": [ { "action": "accept", "src": [], "dst": ["alice@:22"] } ], "grants": [ { "src": ["bob@"], "dst": [], "ip": ["*"] } ] }';
+  const r = compilePolicy(text, snap, { strict: true });
+  t.true(r.ok);
+  t.deepEqual(
+    r.warnings.map((w) => `line ${w.line}, column ${w.column}: ${w.message}`),
+    [`${at(text, '[]')}: acls[0].src is empty; the rule would let nobody in`, `${at(text, '[]', 2)}: grants[0].dst is empty; the grant would give nothing`],
+  );
+  if (r.ok) t.deepEqual(r.policy.filterFor(1), []);
+});
+
+test('an SSH rule with an empty action, or users missing, is refused', (t) => {
+  const text = '{ "ssh": [ { "action": "", "src": ["alice@"], "dst": ["autogroup:self"], "users": [] } ] }';
+  t.deepEqual(errors(text, snap), [
+    `${at(text, '""')}: "" is not an SSH action; use accept`,
+    `${at(text, '[]')}: ssh[0].users is empty; name the local users, e.g. ["autogroup:nonroot"]`,
+  ]);
+});
+
+test('user:*@domain: a domain with no user is an error when saving, like an unknown user', (t) => {
+  const text = '{ "acls": [ { "action": "accept", "src": ["user:*@nowhere.example"], "dst": ["alice@:22"] } ] }';
+  t.deepEqual(errors(text, snap), [`${at(text, '"user:*@nowhere.example"')}: no user of this tailnet has an address at nowhere.example`]);
+  const bad = '{ "acls": [ { "action": "accept", "src": ["user:bob@example.org"], "dst": ["alice@:22"] } ] }';
+  t.deepEqual(errors(bad, snap), [
+    `${at(bad, '"user:bob@example.org"')}: user:bob@example.org: write "user:*@<domain>" for every user with an address in that domain`,
+  ]);
+});

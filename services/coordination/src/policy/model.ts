@@ -5,7 +5,8 @@
 // Reference: Tailscale's policy-file syntax reference and the refusals of its control plane (captured in headscale's
 // compatibility test data); headscale's hscontrol/policy/v2/types.go for the same checks in a self-hosted server.
 // hse choices:
-//   - groups hold users ("alice@", "alice@example.com") and identity-provider groups ("idp:<name>", an hse form);
+//   - groups hold users ("alice@", "alice@example.com", "user:*@example.com") and identity-provider groups
+//     ("idp:<name>", an hse form);
 //     a group inside a group is refused, as Tailscale refuses it;
 //   - a user selector naming nobody in the tailnet is an error only in strict mode (the console, the API and
 //     `hse policy check` save with strict on). A policy already in force that names a user who was since deleted keeps
@@ -149,10 +150,12 @@ export class ModelBuilder {
   private readonly usersByName = new Map<string, TailnetUser[]>();
   private readonly sink: ErrorSink;
   private readonly strict: boolean;
+  private readonly users: readonly TailnetUser[];
 
   constructor(policy: Policy, sink: ErrorSink, users: readonly TailnetUser[], strict: boolean) {
     this.sink = sink;
     this.strict = strict;
+    this.users = users;
     this.model = {
       policy,
       groups: new Map(),
@@ -275,6 +278,17 @@ export class ModelBuilder {
     const key = l.value;
     const known = this.model.userIds.get(key);
     if (known) return known;
+    if (key.startsWith('user:*@')) {
+      const domain = key.slice(7).toLowerCase();
+      const ids = this.users.filter((u) => u.email?.toLowerCase().endsWith(`@${domain}`)).map((u) => u.id);
+      this.model.userIds.set(key, ids);
+      if (ids.length === 0) {
+        const msg = `no user of this tailnet has an address at ${domain}`;
+        if (this.strict) this.err(l.offset, msg);
+        else this.sink.warn(l.offset, `${msg}; ${key} matches no device`);
+      }
+      return ids;
+    }
     const matches = this.usersByName.get(key.toLowerCase()) ?? [];
     const ids = [...new Set(matches.map((u) => u.id))];
     this.model.userIds.set(key, ids);
@@ -461,12 +475,12 @@ export class ModelBuilder {
 
   private sshRule(r: Policy['ssh'][number], i: number): void {
     const where = `ssh[${i}]`;
-    if (r.action.value === 'check') {
+    if (r.action?.value === 'check') {
       this.err(r.action.offset, 'check mode needs a recent browser sign-in, which hse does not offer yet; use accept');
-    } else if (r.action.value !== 'accept' && r.action.value !== '') {
+    } else if (r.action && r.action.value !== 'accept') {
       this.err(r.action.offset, `"${r.action.value}" is not an SSH action; use accept`);
     }
-    if (r.checkPeriod && r.action.value !== 'check') this.err(r.checkPeriod.offset, 'checkPeriod only applies to check rules');
+    if (r.checkPeriod && r.action?.value !== 'check') this.err(r.checkPeriod.offset, 'checkPeriod only applies to check rules');
     const src = r.src.flatMap((l) => this.sel(l, 'sshSrc') ?? []);
     const dst = r.dst.flatMap((l) => this.sel(l, 'sshDst') ?? []);
     const users: SSHUsers = { root: false, nonroot: false, named: [], localpartDomains: [] };

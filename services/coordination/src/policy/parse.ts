@@ -147,11 +147,16 @@ class Reader {
     return out;
   }
 
-  /** A list that must not be empty when present (a missing one is reported by the caller). */
-  private nonEmpty(field: Field | undefined, what: string, why: string): Located[] {
+  /**
+   * A list that should not be empty: an empty one is accepted (Tailscale accepts it; the rule then matches nothing)
+   * with a warning, or refused when required. A missing one is reported by the caller.
+   */
+  private nonEmpty(field: Field | undefined, what: string, why: string, required = false): Located[] {
     const list = this.strList(field?.value, what);
-    if (field && field.value.type === 'array' && list.length === 0 && (field.value.children ?? []).length === 0)
-      this.err(field.value, `${what} is empty; ${why}`);
+    if (field && field.value.type === 'array' && (field.value.children ?? []).length === 0) {
+      if (required) this.err(field.value, `${what} is empty; ${why}`);
+      else this.sink.warn(field.value.offset, `${what} is empty; ${why}`);
+    }
     return list;
   }
 
@@ -325,10 +330,10 @@ class Reader {
     if (!f.get('users') || f.get('users')!.value.type === 'null') this.err(node, `${where} has no "users" (which local users, e.g. ["autogroup:nonroot"])`);
     return {
       offset: node.offset,
-      action: action ?? { value: '', offset: node.offset },
+      action,
       src: this.nonEmpty(f.get('src'), `${where}.src`, 'the rule would let nobody log in'),
       dst: this.nonEmpty(f.get('dst'), `${where}.dst`, 'the rule would open no device'),
-      users: this.nonEmpty(f.get('users'), `${where}.users`, 'name the local users, e.g. ["autogroup:nonroot"]'),
+      users: this.nonEmpty(f.get('users'), `${where}.users`, 'name the local users, e.g. ["autogroup:nonroot"]', true),
       checkPeriod: f.get('checkPeriod') && f.get('checkPeriod')!.value.type !== 'null' ? this.str(f.get('checkPeriod')!.value, `${where}.checkPeriod`) : null,
       acceptEnv: this.strList(f.get('acceptEnv')?.value, `${where}.acceptEnv`),
     };
@@ -368,7 +373,7 @@ class Reader {
       attr: this.strList(f.get('attr')?.value, `${where}.attr`),
       app: this.app(f.get('app')?.value, `${where}.app`),
     };
-    if (a.attr.length === 0 && a.app.length === 0) this.err(node, `${where} gives nothing: add "attr" (["drive:share", …]) or "app"`);
+    if (a.attr.length === 0 && a.app.length === 0) this.sink.warn(node.offset, `${where} gives nothing: add "attr" (["drive:share", …]) or "app"`);
     return a;
   }
 }

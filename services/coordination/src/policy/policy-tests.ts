@@ -12,7 +12,7 @@
 //   - "deny" must hold for that device and for every existing device with the identity (which may carry more tags,
 //     be in more groups, or have an address some rule names).
 // A test without "proto" asks about TCP. Destinations are one host and one port (a CIDR, a port range or "*" is
-// refused), except autogroup:internet, which asks whether exit nodes may be used.
+// refused, even a /32), except autogroup:internet:*, which asks whether exit nodes may be used.
 import type { IPSet, Interval } from './ip.ts';
 import type { Model, Sel } from './model.ts';
 import type { ErrorSink } from './parse.ts';
@@ -121,6 +121,10 @@ export class PolicyTestRunner {
     const s: Sel = { sel, text: l.value, offset: l.offset };
     switch (sel.kind) {
       case 'user': {
+        if (l.value.startsWith('user:')) {
+          this.err(l, `${what}: a test acts as one user, not every user of a domain; name one ("alice@")`);
+          return null;
+        }
         const ids = this.model.userIds.get(l.value) ?? this.lookupUser(l);
         if (ids.length !== 1) {
           this.err(l, `${what}: ${l.value} is not a user of this tailnet`);
@@ -307,8 +311,8 @@ export class PolicyTestRunner {
     const host = hp.value.host;
     const portText = hp.value.ports;
     if (host === 'autogroup:internet') {
-      if (portText !== '*' && !/^\d+$/.test(portText)) {
-        this.err(d, `${d.value}: a test destination has one port`);
+      if (portText !== '*') {
+        this.err(d, `${d.value}: autogroup:internet is tested as a whole (may the source use exit nodes?): write autogroup:internet:*`);
         return null;
       }
       const internet = { ...base('the internet'), internet: true };
@@ -332,7 +336,7 @@ export class PolicyTestRunner {
       this.err(d, parsed.reason);
       return null;
     }
-    if ((parsed.value.kind === 'prefix' && parsed.value.interval.lo !== parsed.value.interval.hi) || parsed.value.kind === 'all') {
+    if (parsed.value.kind === 'prefix' ? host.includes('/') : parsed.value.kind === 'all') {
       this.err(d, `${d.value}: a test destination is one device or address, not a range`);
       return null;
     }

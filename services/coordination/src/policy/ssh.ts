@@ -15,12 +15,13 @@ import type { Bitset } from './tailnet-index.ts';
 
 const ACCEPT: SSHAction = Object.freeze({ accept: true, allowAgentForwarding: true, allowLocalPortForwarding: true, allowRemotePortForwarding: true });
 
+/** The rule's sshUsers, keys in sorted order as Tailscale's (Go-encoded) maps come. */
 export function sshUsersMap(r: SSHRuleModel): Record<string, string> {
   const m: Record<string, string> = {};
   if (r.users.nonroot) m['*'] = '=';
   for (const u of r.users.named) m[u] = u;
   m.root = r.users.root ? 'root' : '';
-  return m;
+  return Object.fromEntries(Object.entries(m).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
 /** An SSH rule that targets a node: which rule, and for autogroup:self whose devices are the principals. */

@@ -45,7 +45,8 @@ export interface PolicyTest {
 /** ssh[]: who (src) may log in to which devices (dst) as which local users (users), with what action. */
 export interface SSHRuleSpec {
   offset: number;
-  action: Located;
+  /** null when missing (reported while reading). */
+  action: Located | null;
   src: Located[];
   dst: Located[];
   users: Located[];
