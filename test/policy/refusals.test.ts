@@ -264,3 +264,10 @@ test('user:*@domain: a domain with no user is an error when saving, like an unkn
     `${at(bad, '"user:bob@example.org"')}: user:bob@example.org: write "user:*@<domain>" for every user with an address in that domain`,
   ]);
 });
+
+test("the funnel attribute is refused: it needs Tailscale's public relays", (t) => {
+  const text = '{ "nodeAttrs": [ { "target": ["*"], "attr": ["funnel"] } ] }';
+  t.deepEqual(errors(text, snap), [
+    `${at(text, '"funnel"')}: Funnel (public ingress through Tailscale's relays) is not available with hse; remove the funnel attribute`,
+  ]);
+});

@@ -525,6 +525,9 @@ export class ModelBuilder {
     const caps: Record<string, unknown[] | null> = {};
     for (const attr of a.attr) {
       if (attr.value.trim() === '' || attr.value !== attr.value.trim()) this.err(attr.offset, `"${attr.value}" is not an attribute name`);
+      // Funnel needs Tailscale's public ingress relays; a device told it may funnel would offer a feature that cannot work.
+      else if (attr.value === 'funnel')
+        this.err(attr.offset, "Funnel (public ingress through Tailscale's relays) is not available with hse; remove the funnel attribute");
       else caps[attr.value] = null;
     }
     for (const c of a.app) {
