@@ -271,3 +271,10 @@ test("the funnel attribute is refused: it needs Tailscale's public relays", (t) 
     `${at(text, '"funnel"')}: Funnel (public ingress through Tailscale's relays) is not available with hse; remove the funnel attribute`,
   ]);
 });
+
+test('a byte-order mark before the policy is ignored, and positions still count from the start of the text', (t) => {
+  const text = '\ufeff{\n  "acl": []\n}';
+  t.deepEqual(errors(text, snap), [
+    `line 2, column 3: unknown key "acl" in the policy; expected one of groups, tagOwners, hosts, acls, grants, tests, autoApprovers, ssh, sshTests, nodeAttrs, randomizeClientPort`,
+  ]);
+});

@@ -10,9 +10,12 @@
 //     companion capability (drive-sharer, relay-target) on the sources, as Tailscale does;
 //   - peers: nodes either side of any rule (network or capability), plus subnet routers and exit nodes whose routes the
 //     node may use — a route is usable when a rule lets the node reach into it, or lets it be reached from it.
-// hse differences: a CIDR destination inside the internet (8.8.8.0/24) is not served by exit nodes — only
-// autogroup:internet and "*" are (a node that may use an exit node needs internet access anyway); hse's own
-// extension tailscale.com/cap/file-sharing turns on Taildrop between the grant's sources and destinations (caps.ts).
+// Checked against those captures: every ACL and route scenario gives each node the same filter (as sets of sources,
+// destinations, ports and protocols) and the same peers. hse differences: a CIDR destination inside the internet
+// (8.8.8.0/24) is not served by exit nodes — only autogroup:internet and "*" are (a node that may use an exit node
+// needs internet access anyway); a rule whose sources are nobody is left out (Tailscale sends it with empty SrcIPs);
+// companion capabilities share one rule; hse's own extension tailscale.com/cap/file-sharing turns on Taildrop between
+// the grant's sources and destinations (caps.ts).
 //
 // How it stays fast (10,000 nodes, each reaching ~50): every selector and source list is resolved once into a bitset
 // of nodes and a merged address list; nodes whose matches are the same share one filter template (instantiated with

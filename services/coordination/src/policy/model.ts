@@ -13,7 +13,13 @@
 //     working when it is reloaded: that selector matches no device and a warning says so. Refusing the reload would
 //     leave the old policy in force, or block every change, until someone edits the file — for a selector that can
 //     only match nothing anyway;
-//   - "check" SSH rules are refused: they need a recent browser sign-in, which hse does not offer yet.
+//   - "check" SSH rules are refused: they need a recent browser sign-in, which hse does not offer yet;
+//   - stricter than Tailscale where a mistake is likely: selectors with spaces around them, SSH local users that are
+//     not Unix login names ("group:foo", "🚀"), the funnel attribute (hse has no public ingress relays), roles hse does
+//     not have (autogroup:admin); looser where it is harmless: autogroup:self with "*" as the source in a grant
+//     (Tailscale accepts that only in an ACL).
+// Checked against the scenarios Tailscale's control plane was captured on (headscale's compatibility data): the same
+// policies are accepted and refused, apart from the differences above.
 import type { ErrorSink } from './parse.ts';
 import { type Interval, isExitRoute, parsePrefix } from './ip.ts';
 import {

@@ -7,7 +7,10 @@
 // agent and port forwarding; localpart:*@<domain> becomes one rule per source user, mapping the local part of their
 // address. For autogroup:self the principals are the node's own user's devices among the sources.
 // hse differs: "check" rules are refused at validation (they need a browser sign-in hse does not offer yet), so every
-// rule accepts.
+// rule accepts; principals are listed once per address (Tailscale repeats a device with two matching tags); the
+// users common to every source form one rule and localpart rules follow (Tailscale repeats the common users per
+// source user — the same decisions); and localpart rules go to the rule's destinations only (Tailscale's captures
+// also put them on the source users' own devices, which the policy did not name).
 import type { SSHAction, SSHPolicy, SSHPrincipal, SSHRule } from '../tailcfg/tailcfg.ts';
 import type { Model, SSHRuleModel } from './model.ts';
 import type { Resolver } from './resolve.ts';
