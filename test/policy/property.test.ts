@@ -351,9 +351,16 @@ class Simple {
       if (lit) return inBlock(addr(n.ipv4), lit) || inBlock(addr(n.ipv6), lit) || this.subnets(n).some((s) => overlap(s, lit));
       return this.identity(sel, n);
     };
+    // Capability grants reach into subnets too (as [selector, ""] destinations, no protocols).
+    const caps = this.w.rules.flatMap((r) =>
+      r.kind === 'grant' && r.app ? [{ src: r.src, dst: r.dst.map((d): [string, string] => [d, '']), protos: null }] : [],
+    );
     return x.approvedRoutes.filter((r) => {
       const rb = block(r);
-      return rules.some((u) => {
+      // A router never routes a prefix it serves itself through another; an exit node never uses another exit node.
+      if (!isExit(r) && v.approvedRoutes.some((own) => !isExit(own) && block(own).lo === rb.lo && block(own).hi === rb.hi)) return false;
+      if (isExit(r) && v.approvedRoutes.some(isExit)) return false;
+      return (isExit(r) ? rules : [...rules, ...caps]).some((u) => {
         const vSrc = u.src.some((s) => member(s, v));
         if (isExit(r)) return vSrc && u.dst.some(([d]) => d === '*' || d === 'autogroup:internet');
         const into = vSrc && u.dst.some(([d]) => d === '*' || (this.literal(d) !== null && overlap(this.literal(d)!, rb)));

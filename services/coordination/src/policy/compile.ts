@@ -410,9 +410,10 @@ export class Compiled implements CompiledPolicy {
   // ---- routes ----
 
   /**
-   * Who may use each approved subnet route: the sources of rules whose destination reaches into it, and the
-   * destinations of rules whose source lies in it (they answer through the router). Exit routes: the sources of
-   * rules to "*" or autogroup:internet.
+   * Who may use each approved subnet route: the sources of rules (packets or capabilities) whose destination reaches
+   * into it, and the destinations of rules whose source lies in it (they answer through the router). Exit routes: the
+   * sources of network rules to "*" or autogroup:internet. A router is never given a prefix it serves itself, nor an
+   * exit node another exit node's routes (as Tailscale's captures show).
    */
   private buildRouteUsers(): void {
     const tn = this.tn;
@@ -431,9 +432,11 @@ export class Compiled implements CompiledPolicy {
       if (u.entries.some((e) => e.dst.sel.kind === 'all' || (e.dst.sel.kind === 'autogroup' && e.dst.sel.name === 'internet')))
         this.exitUsers.or(this.srcBits[ui]);
     }
+    // Capability grants count too: a capability given into a subnet is used through its router.
+    const all = this.units.map((u, ui) => ({ u, ui }));
     for (const [text, route] of seen) {
       const b = new Bitset(tn.n);
-      for (const { u, ui } of network) {
+      for (const { u, ui } of all) {
         const reachesInto = u.entries.some((e) => e.dst.sel.kind === 'all' || this.selOverlaps(e.dst, route));
         const comesFrom = u.src.some((s) => s.sel.kind === 'all' || (s.sel.kind === 'autogroup' && s.sel.name === 'danger-all') || this.selOverlaps(s, route));
         if (reachesInto) b.or(this.srcBits[ui]);
@@ -463,14 +466,19 @@ export class Compiled implements CompiledPolicy {
     if (v === x) return [];
     const tn = this.tn;
     const out: string[] = [];
-    const exit = tn.exitRoutes[x].length > 0 && this.exitUsers.has(v);
+    // An exit node does not leave through another exit node.
+    const exit = tn.exitRoutes[x].length > 0 && tn.exitRoutes[v].length === 0 && this.exitUsers.has(v);
     for (const r of tn.nodes[x].approvedRoutes) {
       if (tn.exitRoutes[x].includes(r)) {
         if (exit) out.push(r);
         continue;
       }
       const k = tn.subnetRouteText[x].indexOf(r);
-      if (k >= 0 && this.routeUsers.get(formatInterval(tn.subnetRoutes[x][k]))?.has(v)) out.push(r);
+      if (k < 0) continue;
+      const text = formatInterval(tn.subnetRoutes[x][k]);
+      // A router that serves the same prefix itself routes it itself, not through another router.
+      if (this.routeServers.get(text)!.includes(v)) continue;
+      if (this.routeUsers.get(text)?.has(v)) out.push(r);
     }
     return out;
   }
@@ -612,11 +620,11 @@ export class Compiled implements CompiledPolicy {
     for (const j of this.selfPeers(i)) if (!sortedHas(g.peers, j)) plus(ids[j]);
     const peers = `${a.toString(36)}.${b.toString(36)}`;
     // The routes a node may use follow from which route-users sets hold it; which routers serve which routes is the
-    // same for every node (the layout). A route counts only when a router other than the node itself serves it.
-    let usable = this.exitUsers.has(i) && tn.exitNodes.some((x) => x !== i) ? 'x' : '-';
+    // same for every node (the layout). A route the node serves itself is never among them.
+    let usable = this.exitUsers.has(i) && tn.exitRoutes[i].length === 0 && tn.exitNodes.length > 0 ? 'x' : '-';
     for (const r of this.routeOrder) {
       const servers = this.routeServers.get(r)!;
-      usable += this.routeUsers.get(r)!.has(i) && (servers.length > 1 || servers[0] !== i) ? '1' : '0';
+      usable += this.routeUsers.get(r)!.has(i) && !servers.includes(i) ? '1' : '0';
     }
     const routes = `${this.routeLayout}|${usable}`;
     const ssh = this.ssh.hashFor(i);
