@@ -98,3 +98,23 @@ test('a router never gets its own routes, and unknown ids are an error, not a si
   t.deepEqual(p.routesFor(8, 8), []);
   t.throws(() => p.peersOf(99), { message: /node 99 is not in the compiled snapshot/ });
 });
+
+test('routers of the same prefix do not route it through each other; an exit node does not use another', (t) => {
+  const snap = snapshot([
+    node(8, ['tag:router'], ['10.1.0.0/16']),
+    node(9, ['tag:router'], ['10.1.0.0/16', '10.2.0.0/16']),
+    node(10, ['tag:exit'], ['0.0.0.0/0', '::/0']),
+    node(11, ['tag:exit'], ['0.0.0.0/0', '::/0']),
+  ]);
+  const p = compile(t, policyText({ tagOwners: owners, acls: [{ action: 'accept', src: ['*'], dst: ['*:*'] }] }), snap);
+  t.deepEqual(p.routesFor(8, 9), ['10.2.0.0/16']);
+  t.deepEqual(p.routesFor(10, 11), []);
+  t.deepEqual(p.routesFor(10, 9), ['10.1.0.0/16', '10.2.0.0/16']);
+});
+
+test('a capability granted into a subnet makes its route usable', (t) => {
+  const snap = snapshot([node(1, 'alice'), node(8, ['tag:router'], ['10.1.0.0/16'])]);
+  const p = compile(t, policyText({ tagOwners: owners, grants: [{ src: ['alice@'], dst: ['10.1.0.0/16'], app: { 'example.com/cap/x': [] } }] }), snap);
+  t.deepEqual(p.routesFor(1, 8), ['10.1.0.0/16']);
+  t.deepEqual(p.filterFor(8), [{ SrcIPs: ['100.64.0.1', 'fd7a:115c:a1e0::1'], CapGrant: [{ Dsts: ['10.1.0.0/16'], CapMap: { 'example.com/cap/x': [] } }] }]);
+});
