@@ -9,9 +9,12 @@
 //   - an app grant becomes a CapGrant rule on the destination; tailscale.com/cap/drive and /relay also put their
 //     companion capability (drive-sharer, relay-target) on the sources, as Tailscale does;
 //   - peers: nodes either side of any rule (network or capability), plus subnet routers and exit nodes whose routes the
-//     node may use — a route is usable when a rule lets the node reach into it, or lets it be reached from it.
-// Checked against those captures: every ACL and route scenario gives each node the same filter (as sets of sources,
-// destinations, ports and protocols) and the same peers. hse differences: a CIDR destination inside the internet
+//     node may use — a route is usable when a rule lets the node reach into it, or lets it be reached from it; a
+//     router is not given a prefix it serves itself, nor an exit node another exit node.
+// Checked against those captures: every accepted ACL, grant and route scenario gives each node the same filter (as
+// sets of sources, destinations, ports and protocols), the same peers and the same usable routes (one capture
+// contradicts the others and is not followed; the primary router of a prefix shared by two is, in Tailscale's maps,
+// also handed the prefix through the other — primary routes are the map layer's business). hse differences: a CIDR destination inside the internet
 // (8.8.8.0/24) is not served by exit nodes — only autogroup:internet and "*" are (a node that may use an exit node
 // needs internet access anyway); a rule whose sources are nobody is left out (Tailscale sends it with empty SrcIPs);
 // companion capabilities share one rule; hse's own extension tailscale.com/cap/file-sharing turns on Taildrop between
