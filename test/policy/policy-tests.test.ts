@@ -1,6 +1,7 @@
 // The policy's own tests and sshTests: run when it is checked, by identity (a device that has nothing but the named
 // identity) and against every existing device with that identity; a failing one refuses the policy at its line.
 import test from 'ava';
+import { compilePolicy } from '../../services/coordination/src/policy/index.ts';
 import { at, errors, node, policyText, snapshot } from './tailnet.ts';
 
 /** The line of a rule: the line of its opening brace, just above its first key. */
@@ -159,4 +160,26 @@ test('a policy whose tests fail can still be loaded without running them (a stor
   const text = policyText({ acls: [], tests: [{ src: 'alice@', accept: ['bob@:22'] }] });
   t.is(errors(text, empty).length, 1);
   t.deepEqual(errors(text, empty, { runTests: false }), []);
+});
+
+test("every assertion comes back with its outcome, for the console's list of test results", (t) => {
+  const text = policyText({
+    tagOwners: owners,
+    acls: [{ action: 'accept', src: ['alice@'], dst: ['tag:db:5432'] }],
+    ssh: [{ action: 'accept', src: ['alice@'], dst: ['tag:db'], users: ['postgres'] }],
+    tests: [{ src: 'alice@', accept: ['tag:db:5432'], deny: ['tag:db:22'] }],
+    sshTests: [{ src: 'alice@', dst: ['tag:db'], accept: ['postgres'], deny: ['root'] }],
+  });
+  const r = compilePolicy(text, empty, { strict: true });
+  t.true(r.ok);
+  const line = (needle: string, occurrence = 1) => Number(at(text, needle, occurrence).match(/line (\d+)/)![1]);
+  t.deepEqual(
+    r.tests.map((x) => [x.origin, x.line, x.assertion, x.passed, x.detail]),
+    [
+      ['tests[0]', line('"tag:db:5432"', 2), 'alice@ → tag:db:5432 accept', true, `allowed by acls[0] (line ${ruleLine(text, '"action"')})`],
+      ['tests[0]', line('"tag:db:22"'), 'alice@ → tag:db:22 deny', true, 'no rule allows it'],
+      ['sshTests[0]', line('"postgres"', 2), 'alice@ → tag:db as postgres accept', true, `allowed by ssh[0] (line ${ruleLine(text, '"action"', 2)})`],
+      ['sshTests[0]', line('"root"'), 'alice@ → tag:db as root deny', true, 'no rule allows it'],
+    ],
+  );
 });

@@ -53,7 +53,23 @@ const base = (name: string): Principal => ({
   concrete: false,
 });
 
+/** One assertion of tests or sshTests and its outcome, for the console's list of test results. */
+export interface TestResult {
+  /** "tests[2]" or "sshTests[0]". */
+  origin: string;
+  line: number;
+  column: number;
+  /** What was asserted: "alice@ → tag:db:5432 accept", "bob@ → tag:server as root deny". */
+  assertion: string;
+  passed: boolean;
+  /** Why it failed (the same sentence as the error), or where the access comes from when it passed. */
+  detail: string;
+}
+
 export class PolicyTestRunner {
+  /** Every assertion evaluated, passed or not. */
+  readonly results: TestResult[] = [];
+  private origin = '';
   private readonly model: Model;
   private readonly r: Resolver;
   private readonly sink: ErrorSink;
@@ -68,12 +84,19 @@ export class PolicyTestRunner {
     this.sink.error(l.offset, message);
   }
 
+  private record(l: Located, assertion: string, passed: boolean, detail: string): void {
+    const { line, column } = this.sink.lines.position(l.offset);
+    this.results.push({ origin: this.origin, line, column, assertion, passed, detail });
+    if (!passed) this.sink.error(l.offset, detail);
+  }
+
   private line(offset: number): number {
     return this.sink.lines.position(offset).line;
   }
 
   run(): void {
-    this.model.policy.tests.forEach((t) => {
+    this.model.policy.tests.forEach((t, i) => {
+      this.origin = `tests[${i}]`;
       let proto = 6;
       if (t.proto) {
         const p = parseProto(t.proto.value);
@@ -92,7 +115,8 @@ export class PolicyTestRunner {
         for (const d of list) this.networkAssertion(src, d, proto, want);
       }
     });
-    this.model.policy.sshTests.forEach((t) => {
+    this.model.policy.sshTests.forEach((t, i) => {
+      this.origin = `sshTests[${i}]`;
       const src = this.principals(t.src, 'SSH test source');
       if (!src) return;
       for (const c of t.check) this.err(c, 'check mode needs a recent browser sign-in, which hse does not offer yet; there are no check rules to test');
@@ -349,21 +373,30 @@ export class PolicyTestRunner {
     const dst = this.destination(d, src);
     if (!dst) return;
     const what = `${dst.text}${proto === 6 ? '' : ` (${protocolName(proto)})`}`;
+    const assertion = `${src[0].name} → ${what} ${want ? 'accept' : 'deny'}`;
     if (want) {
       const p = src[0];
       const q = dst.principals(p)[0];
-      if (!this.reach(p, q, proto, dst.port)) this.err(d, `test failed: ${p.name} cannot reach ${what}, but the test says accept`);
+      const via = this.reach(p, q, proto, dst.port);
+      if (via) this.record(d, assertion, true, `allowed by ${via}`);
+      else this.record(d, assertion, false, `test failed: ${p.name} cannot reach ${what}, but the test says accept`);
       return;
     }
     for (const p of src) {
       for (const q of dst.principals(p)) {
         const via = this.reach(p, q, proto, dst.port);
         if (via) {
-          this.err(d, `test failed: ${p.name} can reach ${what}${q.concrete ? ` (${q.name})` : ''} through ${via}, but the test says deny`);
+          this.record(
+            d,
+            assertion,
+            false,
+            `test failed: ${p.name} can reach ${what}${q.concrete ? ` (${q.name})` : ''} through ${via}, but the test says deny`,
+          );
           return;
         }
       }
     }
+    this.record(d, assertion, true, 'no rule allows it');
   }
 
   // ---- SSH tests ----
@@ -411,21 +444,25 @@ export class PolicyTestRunner {
       if (dstSel.sel.kind === 'autogroup' && dstSel.sel.name === 'self') return this.ownDevices(p);
       return this.identity({ value: dstSel.text, offset: dstSel.offset }, dstSel.sel, 'SSH test destination');
     };
+    const assertion = `${src[0].name} → ${d.value} as ${login.value} ${want ? 'accept' : 'deny'}`;
     if (want) {
       const p = src[0];
       const q = dsts(p);
-      if (q && !this.sshAllows(p, q[0], login.value))
-        this.err(login, `SSH test failed: ${p.name} cannot log in to ${d.value} as ${login.value}, but the test says accept`);
+      if (!q) return;
+      const via = this.sshAllows(p, q[0], login.value);
+      if (via) this.record(login, assertion, true, `allowed by ${via}`);
+      else this.record(login, assertion, false, `SSH test failed: ${p.name} cannot log in to ${d.value} as ${login.value}, but the test says accept`);
       return;
     }
     for (const p of src) {
       for (const q of dsts(p) ?? []) {
         const via = this.sshAllows(p, q, login.value);
         if (via) {
-          this.err(login, `SSH test failed: ${p.name} can log in to ${d.value} as ${login.value} through ${via}, but the test says deny`);
+          this.record(login, assertion, false, `SSH test failed: ${p.name} can log in to ${d.value} as ${login.value} through ${via}, but the test says deny`);
           return;
         }
       }
     }
+    this.record(login, assertion, true, 'no rule allows it');
   }
 }
