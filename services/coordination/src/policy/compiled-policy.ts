@@ -48,6 +48,8 @@ export interface CompiledPolicy {
    * {rules: []}: leaving SSHPolicy out of a delta means "unchanged" to the client.
    */
   sshPolicyFor(nodeId: number): SSHPolicy | null;
+  /** Does an ssh rule target the node (so it needs the SSH capability for `tailscale set --ssh` to succeed)? */
+  needsSSHCapability(nodeId: number): boolean;
   /** The node's CapMap: nodeAttrs, Taildrop, and the SSH capability when an ssh rule targets it. */
   capMapFor(nodeId: number): NodeCapMap;
   /** The autoApprovers rule that approves the node's advertisement of prefix, described for the log; null if none. */
