@@ -43,7 +43,7 @@ export interface PolicyCheck {
   warnings: PolicyProblem[];
 }
 
-export type { PolicyVersion as PolicyVersionView, Reacher, RouteView } from './model.ts';
+export type { PolicyVersion, Reacher, RouteView } from './model.ts';
 
 export class AdminClient {
   readonly socketPath: string;
