@@ -2,7 +2,7 @@
 // test peer: userspace networking (no TUN, no root routes), its own state and socket directory, several per machine.
 // Environment knobs keep it on loopback: relay-only paths (no direct UDP to the machine's other addresses), no port
 // mapping probes to the LAN gateway, no log uploads.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -130,6 +130,34 @@ export class TsNode {
     throw new Error(
       `${this.name}: timed out waiting for ${what}; last status: ${JSON.stringify(last)?.slice(0, 2000)}\n--- tailscaled log tail ---\n${this.log.slice(-6000)}`,
     );
+  }
+
+  /**
+   * Opens a TCP connection through the tailnet with `tailscale nc <ip> <port>`, sends a line and waits for the echo
+   * (test/harness/echo-server.ts answers it). True when the answer came within `timeoutMs`; false when the connection
+   * was refused or dropped — the destination's packet filter drops a SYN it does not admit, so a refused connection
+   * shows as no answer.
+   */
+  async canConnect(ip: string, port: number, timeoutMs = 8000): Promise<boolean> {
+    const nc = spawn(TAILSCALE, [`--socket=${this.socket}`, 'nc', ip, String(port)], { env: this.env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const token = `probe-${Math.random().toString(36).slice(2)}`;
+    return new Promise<boolean>((resolve) => {
+      let got = '';
+      const done = (ok: boolean) => {
+        clearTimeout(timer);
+        nc.kill('SIGKILL');
+        resolve(ok);
+      };
+      const timer = setTimeout(() => done(false), timeoutMs);
+      nc.stdout.on('data', (d: Buffer) => {
+        got += d.toString();
+        if (got.includes(token)) done(true);
+      });
+      nc.on('exit', () => done(got.includes(token)));
+      nc.on('error', () => done(false));
+      nc.stdin.on('error', () => {});
+      nc.stdin.write(`${token}\n`);
+    });
   }
 
   peers(s: TsStatus): TsStatusPeer[] {
