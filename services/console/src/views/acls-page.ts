@@ -5,7 +5,7 @@
 // policy file get the text read-only, with numbered lines that "who may reach this machine" links to (#L<line>).
 // Errors are shown three ways, so an operator finds them with or without the script: listed with line and column,
 // each with the lines around it and a caret under the column, and marked in the editor's line numbers.
-import type { PolicyInForce, PolicyProblem, PolicyVersionView } from '../../../../shared/admin-client.ts';
+import type { PolicyInForce, PolicyProblem, PolicyVersion } from '../../../../shared/admin-client.ts';
 import { outlineTests, type PolicyTestsOutline } from '../acls/policy-tests.ts';
 import type { Flash } from '../request/flash.ts';
 import { ago, utc } from './format.ts';
@@ -13,7 +13,7 @@ import { html, type Html } from './html.ts';
 import { page, type Viewer } from './layout.ts';
 import { confirmAction, csrfField, errorBanner, flashBanner, pageHead, readOnlyNote } from './parts.ts';
 
-export type PolicyVersionEntry = PolicyVersionView & { diff: string };
+export type PolicyVersionEntry = PolicyVersion & { diff: string };
 
 /** The result of checking a text (Check, or a refused Save), shown with the text as typed. */
 export interface PolicyCheckShown {
@@ -43,7 +43,7 @@ function position(p: PolicyProblem): string {
   return `Line ${p.line}, column ${p.column}`;
 }
 
-function savedBy(v: PolicyVersionView, now: number): Html {
+function savedBy(v: PolicyVersion, now: number): Html {
   return html`saved by <strong>${v.actor}</strong>${v.ip ? html` from <span class="mono">${v.ip}</span>` : ''} <span title="${utc(v.time)}">${ago(v.time, now)}</span>`;
 }
 
@@ -172,7 +172,7 @@ function testsCard(o: PolicyTestsOutline, subject: string, checked: boolean): Ht
       ? html`<p class="muted" id="tests-summary">Not run: the policy has errors outside its tests, and tests run once it compiles.</p>`
       : html`<p id="tests-summary"><strong>${o.entries.length}</strong> test${o.entries.length === 1 ? '' : 's'}: ${
           failed ? html`<span class="badge bad">${failed} failed</span> ` : ''
-        }<span class="badge good">${o.entries.length - failed} passed</span>${checked ? '' : html` <span class="muted">(checked when this version was saved, and at every change of the tailnet)</span>`}</p>`;
+        }<span class="badge good">${o.entries.length - failed} passed</span>${checked ? '' : html` <span class="muted">(checked when this version was saved)</span>`}</p>`;
     body = html`${summary}<ul class="tests">${o.entries.map((t) => {
       const state = !o.ran && t.failures.length === 0 ? 'not-run' : t.failures.length ? 'failed' : 'passed';
       return html`<li class="test ${state}" data-line="${t.line}" data-state="${state}">
