@@ -52,7 +52,7 @@ export function machineFacts(n: NodeView | null, now = Date.now()): Html {
   <h2>Details</h2>
   <dl class="facts-list">
     ${row('Status', onlineState(n, now))}
-    ${row('Owner', n.tags.length ? html`${tagBadges(n.tags)}<span class="sub">owned by its tags; added by ${n.user}</span>` : n.user)}
+    ${row('Owner', n.tags.length ? html`its tags<span class="sub">added by ${n.user}</span>` : n.user)}
     ${row('Tags', n.tags.length ? tagBadges(n.tags) : html`<span class="muted">none</span>`)}
     ${row('MagicDNS name', html`<span class="mono">${n.fqdn}</span>`)}
     ${row('Host name', n.hostname || '—')}

@@ -179,11 +179,11 @@ function filterForm(v: MachinesView): Html {
   const f = v.filter;
   const opt = (value: string, label: string, current: string) => html`<option value="${value}"${value === current ? html` selected` : ''}>${label}</option>`;
   return html`<form method="get" action="/console/machines" class="filters" role="search">
-  <label class="wide">Search<input name="q" type="search" value="${f.q}" placeholder="name, address, owner or OS" autocomplete="off"></label>
+  <label class="wide">Search<input name="q" type="search" value="${f.q}" placeholder="name, address, owner, tag or OS" autocomplete="off"></label>
   <label>Owner<select name="owner">${opt('', 'Everyone', f.owner)}${v.users.map((u) => opt(u.name, u.name, f.owner))}</select></label>
   <label>Status<select name="status">${opt('', 'Any', f.status)}${opt('online', 'Online', f.status)}${opt('offline', 'Offline', f.status)}</select></label>
   <label>Key expiry<select name="expiry">${opt('', 'Any', f.expiry)}${opt('soon', 'Within 7 days', f.expiry)}${opt('expired', 'Expired', f.expiry)}</select></label>
-  <label>Routes<select name="routes">${opt('', 'Any', f.routes)}${opt('pending', 'Has pending routes', f.routes)}${opt('serving', 'Subnet routers and exit nodes', f.routes)}</select></label>
+  <label title="Pending: routes a machine advertises that wait for approval. In use: subnet routers and exit nodes.">Routes<select name="routes">${opt('', 'Any', f.routes)}${opt('pending', 'Pending', f.routes)}${opt('serving', 'In use', f.routes)}</select></label>
   <div class="actions">
     <button type="submit" class="button primary">Filter</button>
     ${isFiltered(f) ? html`<a class="button subtle" href="/console/machines">Clear</a>` : ''}
