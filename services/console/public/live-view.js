@@ -1,5 +1,5 @@
-// Live machine views: listens to the element's data-stream (Server-Sent Events from /console/machines/stream) and
-// swaps in each new rendering of the view. The server escapes everything it renders, the same code as the page,
+// Live views (Machines, a machine's page, Routes): listens to the element's data-stream (Server-Sent Events from
+// /console/machines/stream or /console/routes/stream) and swaps in each new rendering of the view. The server escapes everything it renders, the same code as the page,
 // so the markup is used as it comes. While someone is filling in a form inside the view (choosing a user to
 // approve a device for), the update waits until they leave it, so their choice is not wiped out under them.
 

@@ -51,9 +51,9 @@ export interface ConsoleDeps {
   /** The activity-log writer (built once by main). */
   activity: ActivityLog;
   tail: ActivityTail;
-  /** The coordination service's admin API: machines, users, keys, device approval. */
+  /** The coordination service's admin API: machines, users, keys, device approval, DNS, the policy, routes. */
   admin: AdminClient;
-  /** State changes (K.changes), for the live machine views. */
+  /** State changes (K.changes), for the live Machines and Routes views. */
   feed: ChangeFeed;
   /** Sign-in with the identity provider (HSE_OIDC_*), or null when none is configured. */
   provider: IdentityProvider | null;

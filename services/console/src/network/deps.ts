@@ -1,5 +1,5 @@
-// What the network pages (machines, users, keys, device approval) need: the admin API client, the settings, the
-// session gate, and the change feed for live views.
+// What the network pages (machines, routes, users, keys, device approval, DNS, access controls) need: the admin API
+// client, the settings, the session gate, and the change feed for live views.
 import type { ConsoleMiddleware } from '../request/context.ts';
 import type { AdminClient } from '../../../../shared/admin-client.ts';
 import type { Config } from '../../../../shared/config.ts';

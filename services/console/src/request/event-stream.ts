@@ -1,5 +1,5 @@
 // The Server-Sent Events response every live view of the console uses (the Logs tail, activity/stream-route.ts; the
-// live Machines views, network/machines-stream.ts; the Routes view). What it does for them:
+// Machines list, a machine's page and the Routes view, network/machines-stream.ts). What it does for them:
 //   retry: 3000\n: connected\n\n        at once, so proxies forward the headers and the browser shows "connected"
 //   : ping <time>\n\n                    every HEARTBEAT_MS, so proxies and browsers see life — after checking that the
 //                                        session is still alive (signed out elsewhere, expired, account disabled)

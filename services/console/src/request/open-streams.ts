@@ -1,5 +1,5 @@
-// Every open event stream of this console process (the Logs tail, the live machine views), so shutdown can end them
-// all at once: browsers reconnect to the next process on their own.
+// Every open event stream of this console process (the Logs tail, the live Machines and Routes views), so shutdown can
+// end them all at once: browsers reconnect to the next process on their own.
 //
 // And how many may be open, by whom. The process holds at most MAX_STREAMS; one session at most MAX_PER_SESSION and
 // one account (all its sessions together) at most MAX_PER_ACCOUNT, so no single signed-in person, even an auditor,
