@@ -161,11 +161,13 @@ function checkResult(v: AclsView): Html {
 </section>`;
 }
 
-function testsCard(o: PolicyTestsOutline, subject: string, checked: boolean): Html {
+/** `subject` names what the tests belong to; null when there is no policy at all. */
+function testsCard(o: PolicyTestsOutline, subject: string | null, checked: boolean): Html {
   let body: Html;
-  if (o.unreadable) body = html`<p class="muted">The tests cannot be listed until the text reads as HuJSON (see the problems above).</p>`;
-  else if (o.entries.length === 0)
-    body = html`<p class="muted">${subject} has no tests. Tests (<code>"tests"</code>, <code>"sshTests"</code>) state who must and must not reach what; a save that breaks one is refused.</p>`;
+  const about = html`Tests (<code>"tests"</code>, <code>"sshTests"</code>) state who must and must not reach what; a save that breaks one is refused.`;
+  if (subject === null) body = html`<p class="muted">There is no policy, so nothing to test yet. ${about}</p>`;
+  else if (o.unreadable) body = html`<p class="muted">The tests cannot be listed until the text reads as HuJSON (see the problems above).</p>`;
+  else if (o.entries.length === 0) body = html`<p class="muted">${subject} has no tests. ${about}</p>`;
   else {
     const failed = o.entries.filter((t) => t.failures.length > 0).length;
     const summary = !o.ran
@@ -244,7 +246,7 @@ ${errorBanner(v.error)}
 ${inForce(v, now)}
 ${checkResult(v)}
 ${editing ? editor(v) : readOnly(v)}
-${testsCard(outline, v.check ? 'This text' : 'The policy in force', v.check !== undefined && v.check !== null)}
+${testsCard(outline, v.check ? 'This text' : v.policy.allowAll ? null : 'The policy in force', v.check !== undefined && v.check !== null)}
 ${historyCard(v, now)}`,
   });
 }
