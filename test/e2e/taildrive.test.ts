@@ -176,4 +176,16 @@ if (!haveTailscale()) {
     const root = await fromReader('PROPFIND', '/hse.internal/');
     t.notRegex(root.body, /\/hse\.internal\/files/);
   });
+
+  test.serial('removing drive:share stops the running sharer from sharing', async (t) => {
+    await net.setPolicy(JSON.stringify(OPEN));
+    const refused = await until(
+      'drive list refused on the sharer',
+      () => tryCli(net.node('files'), ['drive', 'list']),
+      (r) => r.code !== 0,
+    );
+    t.regex(refused.stderr, /taildrive sharing not enabled.*drive:share/);
+    const again = await tryCli(net.node('files'), ['drive', 'share', 'more', shared]);
+    t.not(again.code, 0);
+  });
 }

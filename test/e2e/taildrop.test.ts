@@ -11,7 +11,7 @@ import { haveTailscale } from '../harness/tailscale.ts';
 import { startTailnet, type Tailnet, tryCli, until } from '../harness/tailnet.ts';
 
 // Everyone reaches everyone: what is tested here is the capability, not the network.
-const OPEN = { acls: [{ action: 'accept', src: ['*'], dst: ['*:*'] }] };
+const OPEN = { tagOwners: { 'tag:nas': ['alice@'] }, acls: [{ action: 'accept', src: ['*'], dst: ['*:*'] }] };
 const BOB_SENDS_TO_ALICE = {
   ...OPEN,
   grants: [{ src: ['bob@'], dst: ['alice@'], app: { 'tailscale.com/cap/file-sharing': [{}] } }],
@@ -48,7 +48,11 @@ if (!haveTailscale()) {
   }
 
   test.before(async () => {
-    net = await startTailnet({ users: { alice: ['laptop', 'phone'], bob: ['desk'] }, policy: JSON.stringify(OPEN) });
+    net = await startTailnet({
+      users: { alice: ['laptop', 'phone'], bob: ['desk'] },
+      tagged: { nas: { owner: 'alice', tags: ['tag:nas'] } },
+      policy: JSON.stringify(OPEN),
+    });
   });
 
   test.after.always(async () => {
@@ -57,12 +61,16 @@ if (!haveTailscale()) {
   });
 
   test.serial('a file sent with tailscale file cp to the same user’s other device arrives byte-identical', async (t) => {
+    // With no policy at all (Tailscale's default, everyone reaches everyone): Taildrop needs nothing written.
+    const none = await net.hse(['policy', 'set', '-'], '// no policy\n');
+    t.is(none.code, 0, none.stderr);
     const { file, sha } = randomFile('report.bin', 300 * 1024);
     const sent = await tryCli(net.node('laptop'), ['file', 'cp', file, 'phone:'], 120_000);
     t.is(sent.code, 0, `file cp failed: ${sent.stderr}\n${net.logs().slice(-8000)}`);
     const got = await receive('phone');
     t.deepEqual([...got.keys()], ['report.bin']);
     t.is(got.get('report.bin'), sha);
+    await net.setPolicy(JSON.stringify(OPEN));
   });
 
   test.serial('a device of another user is not a target until the policy grants file sharing', async (t) => {
@@ -103,5 +111,22 @@ if (!haveTailscale()) {
     const again = await tryCli(desk, ['file', 'cp', file, 'laptop:']);
     t.not(again.code, 0);
     t.regex(again.stderr, /owned by a different user/);
+  });
+
+  test.serial('a device owned by a tag is nobody’s: its owner sends to it only when a grant names the tag', async (t) => {
+    const laptop = net.node('laptop');
+    const { file, sha } = randomFile('backup.bin', 100 * 1024);
+    const refused = await tryCli(laptop, ['file', 'cp', file, 'nas:']);
+    t.not(refused.code, 0);
+    t.regex(refused.stderr, /owned by a different user/);
+    await net.setPolicy(JSON.stringify({ ...OPEN, grants: [{ src: ['alice@'], dst: ['tag:nas'], app: { 'tailscale.com/cap/file-sharing': [{}] } }] }));
+    await until(
+      'nas among the laptop’s Taildrop targets',
+      async () => (await tryCli(laptop, ['file', 'cp', '--targets'])).stdout,
+      (s) => /nas/.test(s),
+    );
+    const sent = await tryCli(laptop, ['file', 'cp', file, 'nas:'], 120_000);
+    t.is(sent.code, 0, `file cp failed: ${sent.stderr}`);
+    t.is((await receive('nas')).get('backup.bin'), sha);
   });
 }
