@@ -90,7 +90,12 @@ export async function startTailnet(opts: TailnetOptions): Promise<Tailnet> {
     if (r.code !== 0) throw new Error(`hse policy set refused the policy (exit ${r.code}):\n${r.stdout}${r.stderr}`);
   };
 
-  const logs = () => [image.logs(), ...[...nodes.values()].map((n) => `----- tailscaled ${n.name} -----\n${n.output().slice(-20_000)}`)].join('\n');
+  // The last part of each process's output: the start of a long log is rarely where a failure is.
+  const logs = () =>
+    [
+      ...Object.entries(image.procs).map(([name, p]) => `----- ${name} -----\n${p.output().slice(-12_000)}`),
+      ...[...nodes.values()].map((n) => `----- tailscaled ${n.name} -----\n${n.output().slice(-8_000)}`),
+    ].join('\n');
 
   const net: Tailnet = {
     image,
@@ -145,7 +150,7 @@ export async function startTailnet(opts: TailnetOptions): Promise<Tailnet> {
   } catch (e) {
     const out = logs();
     await net.stop();
-    throw new Error(`${(e as Error).message}\n${out.slice(-30_000)}`);
+    throw new Error(`${(e as Error).message}\n${out}`);
   }
   return net;
 }
