@@ -127,6 +127,12 @@ if (!haveTailscale()) {
       throw new Error(`${e.message}\n${net.logs().slice(-12_000)}`);
     });
     t.regex(listing.body, /\/hse\.internal\/files\/docs\/report\.txt/);
+    // The tailnet's folder lists the devices sharing with this one: the sharer is there only when the reader's map
+    // marks it a sharer (tailscale.com/cap/drive-sharer, which hse adds beside every drive grant), online, with a PeerAPI.
+    const root = await fromReader('PROPFIND', '/hse.internal/');
+    t.is(root.status, 207);
+    t.regex(root.body, /<D:href>\/hse\.internal\/files\/<\/D:href>/);
+    t.notRegex(root.body, /\/hse\.internal\/stranger\//);
     const file = await fromReader('GET', '/hse.internal/files/docs/report.txt');
     t.is(file.status, 200);
     t.is(file.body, CONTENT);
