@@ -24,6 +24,13 @@ export interface TsNodeOptions {
   name: string;
   /** Extra environment for tailscaled (e.g. SSL_CERT_FILE for a test CA, TS_DEBUG_USE_DERP_HTTP for http:// tests). */
   env?: Record<string, string>;
+  /**
+   * A real TUN device of this name instead of userspace networking — only inside a network namespace of the test's own
+   * (netns.ts), given here as its argv prefix, so the host's routes are never touched.
+   */
+  tun?: { name: string; wrap: string[] };
+  /** Extra tailscaled flags (e.g. --outbound-http-proxy-listen=127.0.0.1:PORT). */
+  daemonArgs?: string[];
 }
 
 export interface TsStatusPeer {
@@ -47,8 +54,10 @@ export class TsNode {
   readonly socket: string;
   private proc: Proc | null = null;
   private readonly env: Record<string, string>;
+  private readonly opts: TsNodeOptions;
 
   constructor(opts: TsNodeOptions) {
+    this.opts = opts;
     this.name = opts.name;
     this.dir = fs.mkdtempSync(path.join(os.tmpdir(), `hse-ts-${opts.name}-`));
     this.socket = path.join(this.dir, 'tailscaled.sock');
@@ -63,10 +72,19 @@ export class TsNode {
   }
 
   async start(): Promise<void> {
+    const tun = this.opts.tun;
+    const args = [
+      `--tun=${tun ? tun.name : 'userspace-networking'}`,
+      `--statedir=${path.join(this.dir, 'state')}`,
+      `--socket=${this.socket}`,
+      '--port=0',
+      '--no-logs-no-support',
+      ...(this.opts.daemonArgs ?? []),
+    ];
     this.proc = startProcess(
       `tailscaled ${this.name}`,
-      TAILSCALED,
-      ['--tun=userspace-networking', `--statedir=${path.join(this.dir, 'state')}`, `--socket=${this.socket}`, '--port=0', '--no-logs-no-support'],
+      tun ? tun.wrap[0] : TAILSCALED,
+      tun ? [...tun.wrap.slice(1), TAILSCALED, ...args] : args,
       // A test reads the log whole (e.g. to check that some error never appeared), so keep a lot of it.
       { env: this.env, keep: { head: 1_000_000, tail: 1_000_000 } },
     );
