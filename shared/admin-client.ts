@@ -41,6 +41,19 @@ export interface PolicyCheck {
   ok: boolean;
   errors: PolicyProblem[];
   warnings: PolicyProblem[];
+  /** Each assertion of the policy's tests and sshTests with its outcome (empty when errors stopped them). */
+  tests: PolicyTestOutcome[];
+}
+
+export interface PolicyTestOutcome {
+  /** "tests[2]" or "sshTests[0]". */
+  origin: string;
+  line: number;
+  column: number;
+  /** "alice@ → tag:db:5432 accept". */
+  assertion: string;
+  passed: boolean;
+  detail: string;
 }
 
 export type { PolicyVersion, Reacher, RouteView } from './model.ts';

@@ -118,3 +118,23 @@ test('a capability granted into a subnet makes its route usable', (t) => {
   t.deepEqual(p.routesFor(1, 8), ['10.1.0.0/16']);
   t.deepEqual(p.filterFor(8), [{ SrcIPs: ['100.64.0.1', 'fd7a:115c:a1e0::1'], CapGrant: [{ Dsts: ['10.1.0.0/16'], CapMap: { 'example.com/cap/x': [] } }] }]);
 });
+
+test('who may reach a router: a rule into the subnet it routes is said as going through it, not to it', (t) => {
+  const snap = snapshot([node(1, 'alice'), node(8, ['tag:router'], ['10.1.0.0/16'])]);
+  const p = compile(
+    t,
+    policyText({
+      tagOwners: owners,
+      hosts: { lan: '10.1.0.0/16' },
+      acls: [
+        { action: 'accept', src: ['alice@'], dst: ['lan:22'] },
+        { action: 'accept', src: ['alice@'], dst: ['tag:router:443'] },
+      ],
+    }),
+    snap,
+  );
+  t.deepEqual(
+    p.reachersOf(8).map((r) => r.text),
+    ["alice@ → tcp/udp 22 into lan (through this machine's route)", 'alice@ → tcp/udp 443'],
+  );
+});

@@ -56,7 +56,7 @@ export function policyRoutes(d: PolicyRouteDeps): Routes {
     const check = d.live.check(text);
     if (check.errors.length > 0) {
       throw new HseError(400, `the policy was refused; the policy in force stays:\n${check.errors.map(formatPolicyError).join('\n')}`, {
-        details: { errors: problems(check.errors), warnings: problems(check.warnings) },
+        details: { errors: problems(check.errors), warnings: problems(check.warnings), tests: check.tests },
       });
     }
     const before = await d.store.current();
@@ -84,7 +84,8 @@ export function policyRoutes(d: PolicyRouteDeps): Routes {
     },
     'POST /v1/policy/check': async (c) => {
       const r = d.live.check(textOf(c.body));
-      return { ok: r.errors.length === 0, errors: problems(r.errors), warnings: problems(r.warnings) };
+      // tests: every assertion of the policy's tests and sshTests with its outcome (empty when errors stopped them).
+      return { ok: r.errors.length === 0, errors: problems(r.errors), warnings: problems(r.warnings), tests: r.tests };
     },
     'PUT /v1/policy': async (c) => {
       const ifVersion = c.body.ifVersion === undefined ? undefined : Number(c.body.ifVersion);

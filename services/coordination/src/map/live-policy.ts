@@ -15,7 +15,7 @@ import { EventEmitter } from 'node:events';
 import type { ActivityLog } from '../../../../shared/activity.ts';
 import type { Logger } from '../../../../shared/log.ts';
 import type { NodeRecord, UserRecord } from '../../../../shared/model.ts';
-import { type CompiledPolicy, compilePolicy, formatPolicyError, type PolicyError, type TailnetSnapshot } from '../policy/index.ts';
+import { type CompiledPolicy, compilePolicy, formatPolicyError, type PolicyError, type TailnetSnapshot, type TestResult } from '../policy/index.ts';
 import type { Tailnet } from '../state/tailnet.ts';
 import type { PolicySource, PolicyText } from './policy-source.ts';
 import { effectiveRoutes } from './routes.ts';
@@ -156,9 +156,11 @@ export class LivePolicy extends EventEmitter<LivePolicyEvents> {
   }
 
   /** Checks a text as a save would (strict: unknown users are errors); nothing changes. */
-  check(text: string | null): { errors: PolicyError[]; warnings: PolicyError[]; policy: CompiledPolicy | null } {
+  check(text: string | null): { errors: PolicyError[]; warnings: PolicyError[]; tests: TestResult[]; policy: CompiledPolicy | null } {
     const r = compilePolicy(text, this.snapshot(), { strict: true, taildrop: this.opts.taildrop });
-    return r.ok ? { errors: [], warnings: r.warnings, policy: r.policy } : { errors: r.errors, warnings: r.warnings, policy: null };
+    return r.ok
+      ? { errors: [], warnings: r.warnings, tests: r.tests, policy: r.policy }
+      : { errors: r.errors, warnings: r.warnings, tests: r.tests, policy: null };
   }
 
   private schedule(): void {

@@ -29,8 +29,8 @@ import { buildCaps, COMPANIONS, capName } from './caps.ts';
 import type { CompiledPolicy, Reacher, ViewDigest } from './compiled-policy.ts';
 import { describeReachers } from './describe.ts';
 import { FilterMatcher } from './filter-match.ts';
-import { formatInterval, INTERNET_RANGES, type Interval, isExitRoute, overlaps, parsePrefix } from './ip.ts';
-import type { Model, Sel, Unit } from './model.ts';
+import { covers, formatInterval, INTERNET_RANGES, type Interval, isExitRoute, overlaps, parseAddr, parsePrefix } from './ip.ts';
+import type { Entry, Model, Sel, Unit } from './model.ts';
 import { Resolver, type SrcIPs } from './resolve.ts';
 import type { PortRange } from './selectors.ts';
 import { SSHCompiler } from './ssh.ts';
@@ -556,7 +556,13 @@ export class Compiled implements CompiledPolicy {
 
   reachersOf(nodeId: number): Reacher[] {
     const i = this.idx(nodeId);
-    return describeReachers(this.units, this.matchedUnits(i), this.ssh.rulesFor(i), this.model.ssh, this.lineOf, this.tn);
+    const own = [this.tn.nodes[i].ipv4, this.tn.nodes[i].ipv6].map(parseAddr).filter((a): a is Interval => a !== null);
+    const namesMachine = (e: Entry) => {
+      const s = e.dst.sel;
+      const iv = s.kind === 'prefix' ? s.interval : s.kind === 'host' ? this.model.hosts.get(s.name) : undefined;
+      return iv === undefined || own.some((a) => covers(iv, a));
+    };
+    return describeReachers(this.units, this.matchedUnits(i), this.ssh.rulesFor(i), this.model.ssh, this.lineOf, this.tn, namesMachine);
   }
 
   /** Units with an entry matching node i, with the entries, for the machine page. */

@@ -1,7 +1,7 @@
 // "Who may reach this machine, on what", in words an operator reads on the console's machine page: one line per rule
 // that admits traffic to the machine (or gives a capability, or lets someone log in over SSH).
 import type { Reacher } from './compiled-policy.ts';
-import type { SSHRuleModel, Unit } from './model.ts';
+import type { Entry, SSHRuleModel, Unit } from './model.ts';
 import { isAllPorts, type PortRange, portsText, protocolName } from './selectors.ts';
 import type { SSHMatch } from './ssh.ts';
 import type { TailnetIndex } from './tailnet-index.ts';
@@ -21,6 +21,8 @@ export function describeReachers(
   sshRules: readonly SSHRuleModel[],
   lineOf: (offset: number) => number,
   tn: TailnetIndex,
+  /** Whether an address destination (a CIDR or a host name) names the machine itself, not a subnet it routes into. */
+  namesMachine: (entry: Entry) => boolean = () => true,
 ): Reacher[] {
   const out: Reacher[] = [];
   const add = (who: string, what: string, origin: string, offset: number) => {
@@ -31,7 +33,10 @@ export function describeReachers(
     const u = units[m.unit];
     const sources = u.src.map((s) => s.text).join(', ');
     const selfEntries = m.entries.filter((e) => u.entries[e].dst.text === 'autogroup:self');
-    const otherEntries = m.entries.filter((e) => u.entries[e].dst.text !== 'autogroup:self');
+    // A subnet destination that matched because this machine routes into it admits traffic through the machine, not
+    // to it: said as such, one line per subnet.
+    const throughEntries = m.entries.filter((e) => u.entries[e].dst.text !== 'autogroup:self' && !namesMachine(u.entries[e]));
+    const otherEntries = m.entries.filter((e) => u.entries[e].dst.text !== 'autogroup:self' && namesMachine(u.entries[e]));
     const describe = (entries: number[]) => {
       if (u.caps) return `capability ${Object.keys(u.caps).join(', ')}`;
       const ports: PortRange[] = entries.flatMap((e) => u.entries[e].ports);
@@ -40,6 +45,7 @@ export function describeReachers(
       return `${protoWords(u.protos)} ${portWords(merged)}`;
     };
     if (otherEntries.length > 0) add(sources, describe(otherEntries), u.origin, u.offset);
+    for (const e of throughEntries) add(sources, `${describe([e])} into ${u.entries[e].dst.text} (through this machine's route)`, u.origin, u.offset);
     if (selfEntries.length > 0) add(`${userName(m.selfUser)}@'s own devices (autogroup:self)`, describe(selfEntries), u.origin, u.offset);
   }
   for (const s of ssh) {
