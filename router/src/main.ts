@@ -7,10 +7,13 @@
 import http from 'node:http';
 import { loadConfig, type Config } from '../../shared/config.ts';
 import { Logger } from '../../shared/log.ts';
+import { enableMetrics } from '../../shared/metrics.ts';
 import { ensureDirs } from '../../shared/paths.ts';
 import { stoppedCleanly, waitAfterQuickExit } from '../../shared/restart-backoff.ts';
 import { listenOnSocketOrExit, listenOrExit } from './listen.ts';
+import { startMetricsListener } from './metrics-listener.ts';
 import { createRouter } from './router.ts';
+import { watchTunnels } from './router-metrics.ts';
 import { routerServerOptions } from './server-options.ts';
 import { startTlsMode, type TlsMode } from './tls/tls-mode.ts';
 
@@ -31,7 +34,9 @@ function modeName(c: Config): string {
 // A bug in one connection's handling must not take every other connection (hours-long tunnels) down with it.
 process.on('uncaughtException', (e: Error) => log.error('unexpected error, connection dropped', { error: e.stack ?? e.message }));
 
+enableMetrics(cfg, 'router');
 const router = createRouter(cfg, log);
+watchTunnels(() => router.tunnels.size);
 let tlsMode: TlsMode | null = null;
 
 let stopping = false;
@@ -69,3 +74,5 @@ if (cfg.tlsMode) {
   router.attach(server);
   await listenOrExit(server, { port: cfg.httpPort, address: cfg.listenAddress, scheme: 'http' }, log, fields);
 }
+// HSE_METRICS_LISTEN: the scrape endpoint of every process, on its own listener (after the public one is up).
+await startMetricsListener(cfg, log);

@@ -8,6 +8,7 @@ import type { Duplex } from 'node:stream';
 import { ActivityLog, activityLimits } from '../../../shared/activity.ts';
 import { agreeOnKey } from '../../../shared/key-agreement.ts';
 import { formatKey } from '../../../shared/keys.ts';
+import { gaugeOf, serveProcessMetrics } from '../../../shared/metrics.ts';
 import { adminSocket, listenOnSocket, serviceSocket } from '../../../shared/paths.ts';
 import { connectRedis } from '../../../shared/redis.ts';
 import { K } from '../../../shared/redis-keys.ts';
@@ -34,8 +35,10 @@ runService('coordination', async ({ cfg, log }) => {
   if (serverKey.created) log.info('generated the Noise key', { file: serverKey.file });
   if (serverKey.repairedMode) log.warn('Noise key file was readable by others; narrowed it to 600', { file: serverKey.file });
 
+  // HSE_METRICS_LISTEN: this process's registry on its socket, before the Redis connections so they are measured.
+  const metrics = await serveProcessMetrics(cfg, log, 'coordination');
   const redis = connectRedis(cfg, log, 'coordination');
-  const sub = connectRedis(cfg, log, 'coordination-sub');
+  const sub = connectRedis(cfg, log, 'coordination-sub', { timed: false });
   const store = new Store(redis, { waitReplicas: cfg.redisWaitReplicas });
   const activity = new ActivityLog(redis, activityLimits(cfg));
   await agreeOnKey(redis, log, { redisKey: K.tailnetNoiseKey, what: 'Noise key', file: serverKey.file, publicHex: serverKey.publicKey.toString('hex') });
@@ -45,6 +48,9 @@ runService('coordination', async ({ cfg, log }) => {
   const policySource = new PolicySource({ store: policyStore, file: cfg.policyFile, log: log.child('policy') });
   const policy = new LivePolicy({ tailnet, source: policySource, activity, log: log.child('policy'), options: { taildrop: cfg.taildrop } });
   const hub = new MapHub({ cfg, tailnet, store, policy, log: log.child('map'), instance });
+  gaugeOf('hse_nodes', 'Machines registered in the tailnet (as this instance knows them).', () => tailnet.nodes.size);
+  gaugeOf('hse_nodes_online', 'Machines online: a map stream open on any instance.', () => tailnet.online.size);
+  gaugeOf('hse_map_streams_open', 'Map long-poll streams open on this instance.', () => hub.streamCount);
   const registrar = new Registrar({ cfg, activity, store, policy, tailnet, log: log.child('register') });
   const controlDeps = { store, hub, registrar, log: log.child('control') };
 
@@ -124,6 +130,7 @@ runService('coordination', async ({ cfg, log }) => {
       // Noise connections are upgraded sockets the HTTP server no longer answers for; they end with the process.
       server.close();
       admin.close();
+      metrics?.close();
       await new Promise((r) => setTimeout(r, Math.min(500, Math.max(0, deadline - Date.now()))));
       redis.disconnect();
       sub.disconnect();
