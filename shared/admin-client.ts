@@ -3,7 +3,7 @@
 import http from 'node:http';
 import type { DnsSettings } from './dns-settings.ts';
 import { HseError } from './errors.ts';
-import type { NodeView, PendingAuth, PreAuthKeyView, ProviderIdentity, UserRecord } from './model.ts';
+import type { ApiKeyView, NodeView, PendingAuth, PreAuthKeyView, ProviderIdentity, UserRecord } from './model.ts';
 
 /** The coordination service's answer to a refused admin call: its status, its words, and any structured details. */
 export class AdminError extends HseError {}
@@ -147,6 +147,16 @@ export class AdminClient {
   }
   expirePreAuthKey(who: Actor, id: number) {
     return this.request<PreAuthKeyView>('POST', `/v1/preauthkeys/${id}/expire`, who);
+  }
+  listApiKeys(who: Actor) {
+    return this.request<ApiKeyView[]>('GET', '/v1/apikeys', who);
+  }
+  /** The answer holds the whole key, this once. */
+  createApiKey(who: Actor, opts: { description: string; expiresInSeconds: number; role: 'admin' | 'readonly' }) {
+    return this.request<ApiKeyView & { key: string }>('POST', '/v1/apikeys', who, opts);
+  }
+  revokeApiKey(who: Actor, id: number) {
+    return this.request<ApiKeyView>('POST', `/v1/apikeys/${id}/revoke`, who);
   }
   listNodes(who: Actor) {
     return this.request<NodeView[]>('GET', '/v1/nodes', who);

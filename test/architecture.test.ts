@@ -47,6 +47,8 @@ const COORD_ALLOWED: Record<string, string[]> = {
   noise: ['noise', 'tailcfg'],
   control: ['control', 'map', 'policy', 'state', 'tailcfg'],
   admin: ['admin', 'control', 'map', 'policy', 'state', 'tailcfg'],
+  api: ['api', 'admin', 'control', 'map', 'policy', 'state', 'tailcfg'],
+  webhooks: ['webhooks', 'state', 'tailcfg'],
 };
 
 function allowed(from: string, to: string): boolean {

@@ -13,7 +13,9 @@ import { adminSocket, listenOnSocket, serviceSocket } from '../../../shared/path
 import { connectRedis } from '../../../shared/redis.ts';
 import { K } from '../../../shared/redis-keys.ts';
 import { createServiceServer, runService } from '../../../shared/service.ts';
-import { createAdminServer } from './admin/admin-server.ts';
+import { adminRoutes, createAdminServer } from './admin/admin-server.ts';
+import { createApiHandler } from './api/api-server.ts';
+import { ApiKeyStore } from './state/api-keys.ts';
 import { serveControlConnection } from './control/h2-server.ts';
 import { MapHub } from './control/map-hub.ts';
 import { RouteApprovals } from './control/route-approvals.ts';
@@ -63,8 +65,14 @@ runService('coordination', async ({ cfg, log }) => {
     });
   }
 
+  const apiKeys = new ApiKeyStore(redis);
+  const adminDeps = { cfg, apiKeys, activity, store, policy, policyStore, tailnet, hub, registrar, log: log.child('admin') };
+  const routes = adminRoutes(adminDeps);
+  const api = createApiHandler({ admin: routes, apiKeys, store, tailnet, policy, baseDomain: cfg.baseDomain, log: log.child('api') });
+
   const server = createServiceServer(log, (req, res) => {
     const path = (req.url ?? '/').split('?')[0];
+    if (path.startsWith('/api/')) return api(req, res);
     if (path === '/key') return handleKey(req, res, serverKey.publicKey);
     if (path === '/ts2021') {
       // An upgrade whose Connection header lacks "upgrade" (some proxies drop it) lands here; take the socket over.
@@ -95,7 +103,7 @@ runService('coordination', async ({ cfg, log }) => {
     if ((req.url ?? '').split('?')[0] === '/ts2021') return upgrade(req, socket, head);
     socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
   });
-  const admin = createAdminServer({ cfg, activity, store, policy, policyStore, tailnet, hub, registrar, log: log.child('admin') });
+  const admin = createAdminServer(adminDeps, routes);
 
   await tailnet.start();
   await policy.start();

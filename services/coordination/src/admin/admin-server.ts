@@ -22,6 +22,8 @@ import type { LivePolicy } from '../map/live-policy.ts';
 import type { PolicyStore } from '../state/policy-store.ts';
 import { policyRoutes } from './policy-routes.ts';
 import { routeRoutes } from './route-routes.ts';
+import { apiKeyRoutes } from './apikey-routes.ts';
+import type { ApiKeyStore } from '../state/api-keys.ts';
 import { type Call, id, readBody, type Routes, str } from './admin-kit.ts';
 import type { Registrar } from '../control/register.ts';
 import { keyExpiryAt } from '../state/key-expiry.ts';
@@ -31,6 +33,7 @@ import type { Tailnet } from '../state/tailnet.ts';
 
 export interface AdminDeps {
   cfg: Config;
+  apiKeys: ApiKeyStore;
   activity: ActivityLog;
   store: Store;
   policy: LivePolicy;
@@ -74,7 +77,11 @@ function identityOf(body: Record<string, unknown>): ProviderIdentity {
   };
 }
 
-export function createAdminServer(d: AdminDeps): http.Server {
+/**
+ * Every admin call as "METHOD /v1/path" → handler: what the admin socket serves (createAdminServer), and what the
+ * remote API (api/) calls in-process, so a change made through either is checked and logged the same way.
+ */
+export function adminRoutes(d: AdminDeps): Routes {
   const log = (c: Call, action: string, target: string, details: Record<string, unknown> = {}) =>
     d.activity.record({ action, actor: c.actor, ip: c.ip, target, details });
 
@@ -159,6 +166,7 @@ export function createAdminServer(d: AdminDeps): http.Server {
         tags: definedTags(c.body.tags),
         expiration: new Date(Date.now() + seconds * 1000),
         createdBy: c.actor,
+        description: optionalText(c.body, 'description', 50) ?? undefined,
       });
       await log(c, 'authkey.create', record.prefix, {
         user: u.name,
@@ -273,8 +281,12 @@ export function createAdminServer(d: AdminDeps): http.Server {
     },
     ...policyRoutes({ live: d.policy, store: d.policyStore, file: d.cfg.policyFile, log }),
     ...routeRoutes({ store: d.store, tailnet: d.tailnet, hub: d.hub, log }),
+    ...apiKeyRoutes({ keys: d.apiKeys, log }),
   };
+  return routes;
+}
 
+export function createAdminServer(d: AdminDeps, routes: Routes = adminRoutes(d)): http.Server {
   const compiled = Object.entries(routes).map(([k, h]) => {
     const [method, pattern] = k.split(' ');
     const re = new RegExp(`^${pattern.replace(/:id/g, '([^/]+)')}$`);
