@@ -12,7 +12,7 @@ import type { PolicyCheck, PolicyInForce } from '../../../../shared/admin-client
 import type { LivePolicy } from '../map/live-policy.ts';
 import { formatPolicyError } from '../policy/index.ts';
 import { previewRules } from '../policy/preview.ts';
-import { type AdminCaller, type ApiCall, type ApiRoutes } from './api-kit.ts';
+import type { AdminCaller, ApiCall, ApiRoutes } from './api-kit.ts';
 
 /** What GET shows while no policy is set: hse's (and Tailscale's) default, every device reaching every other. */
 export const DEFAULT_POLICY = `// No policy is set on this server: every device may reach every other device on every port (Tailscale's default).
