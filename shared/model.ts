@@ -130,6 +130,51 @@ export interface ApiKeyView extends Omit<ApiKeyRecord, 'hash'> {
   expired: boolean;
 }
 
+/** Webhook event types (Tailscale's names; routesNeedApproval is hse's own) an endpoint may subscribe to. */
+export const WEBHOOK_EVENTS = [
+  'nodeCreated',
+  'nodeNeedsApproval',
+  'nodeApproved',
+  'nodeDeleted',
+  'nodeKeyExpiringInOneDay',
+  'nodeKeyExpired',
+  'routesNeedApproval',
+  'policyUpdate',
+  'userCreated',
+  'userDeleted',
+] as const;
+export type WebhookEventType = (typeof WEBHOOK_EVENTS)[number];
+
+/** A webhook endpoint (console "Webhooks"). The secret signs every delivery; it is shown once, when made. */
+export interface WebhookEndpoint {
+  id: number;
+  url: string;
+  events: WebhookEventType[];
+  secret: string;
+  createdBy: string;
+  created: string;
+}
+
+/** One event (or a test) to one endpoint, kept with the state of its sending. */
+export interface WebhookDelivery {
+  id: number;
+  endpointId: number;
+  /** The event's type, or "test". */
+  type: string;
+  /** The exact body sent: a JSON array of one event, Tailscale's payload shape. */
+  body: string;
+  status: 'pending' | 'delivered' | 'failed';
+  attempts: number;
+  created: string;
+  /** When the next attempt is due (pending only). */
+  nextAttempt: string | null;
+  lastAttempt: string | null;
+  /** The receiver's HTTP status at the last attempt, or null when it could not be reached. */
+  lastStatus: number | null;
+  lastError: string | null;
+  deliveredAt: string | null;
+}
+
 /** A device waiting for an operator to approve it (interactive login). */
 export interface PendingAuth {
   authId: string;

@@ -76,6 +76,8 @@ export const K = {
   webhookCursor: 'hse:webhooks:cursor',
   /** Hash: node id -> the key expiry it was last warned about (nodeKeyExpiringInOneDay / nodeKeyExpired sent once). */
   webhookExpiryNotified: 'hse:webhooks:expirynotified',
+  /** Hash: StableID of every machine nodeCreated was sent for (a re-login of the same machine is not a new node). */
+  webhookNodesAnnounced: 'hse:webhooks:nodesannounced',
   /** String with a TTL: which coordination process sends webhooks (shared/lease.ts). */
   leaseWebhooks: 'hse:lease:webhooks',
   /** Console: session prefix, accounts hash, rate-limit prefix. */

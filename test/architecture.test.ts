@@ -46,8 +46,8 @@ const COORD_ALLOWED: Record<string, string[]> = {
   map: ['map', 'policy', 'state', 'tailcfg'],
   noise: ['noise', 'tailcfg'],
   control: ['control', 'map', 'policy', 'state', 'tailcfg'],
-  admin: ['admin', 'control', 'map', 'policy', 'state', 'tailcfg'],
-  api: ['api', 'admin', 'control', 'map', 'policy', 'state', 'tailcfg'],
+  admin: ['admin', 'control', 'map', 'policy', 'state', 'tailcfg', 'webhooks'],
+  api: ['api', 'admin', 'control', 'map', 'policy', 'state', 'tailcfg', 'webhooks'],
   webhooks: ['webhooks', 'state', 'tailcfg'],
 };
 

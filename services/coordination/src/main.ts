@@ -13,7 +13,9 @@ import { adminSocket, listenOnSocket, serviceSocket } from '../../../shared/path
 import { connectRedis } from '../../../shared/redis.ts';
 import { K } from '../../../shared/redis-keys.ts';
 import { createServiceServer, runService } from '../../../shared/service.ts';
-import { adminRoutes, createAdminServer } from './admin/admin-server.ts';
+import { adminRoutes, createAdminServer, webhookContext } from './admin/admin-server.ts';
+import { WebhookStore } from './state/webhook-store.ts';
+import { WebhookWorker } from './webhooks/worker.ts';
 import { createApiHandler } from './api/api-server.ts';
 import { ApiKeyStore } from './state/api-keys.ts';
 import { serveControlConnection } from './control/h2-server.ts';
@@ -49,7 +51,7 @@ runService('coordination', async ({ cfg, log }) => {
   const policyStore = new PolicyStore(store);
   const policySource = new PolicySource({ store: policyStore, file: cfg.policyFile, log: log.child('policy') });
   const policy = new LivePolicy({ tailnet, source: policySource, activity, log: log.child('policy'), options: { taildrop: cfg.taildrop } });
-  const hub = new MapHub({ cfg, tailnet, store, policy, log: log.child('map'), instance });
+  const hub = new MapHub({ cfg, tailnet, store, policy, log: log.child('map'), instance, activity });
   gaugeOf('hse_nodes', 'Machines registered in the tailnet (as this instance knows them).', () => tailnet.nodes.size);
   gaugeOf('hse_nodes_online', 'Machines online: a map stream open on any instance.', () => tailnet.online.size);
   gaugeOf('hse_map_streams_open', 'Map long-poll streams open on this instance.', () => hub.streamCount);
@@ -66,7 +68,8 @@ runService('coordination', async ({ cfg, log }) => {
   }
 
   const apiKeys = new ApiKeyStore(redis);
-  const adminDeps = { cfg, apiKeys, activity, store, policy, policyStore, tailnet, hub, registrar, log: log.child('admin') };
+  const webhooks = new WebhookStore(redis);
+  const adminDeps = { cfg, apiKeys, webhooks, activity, store, policy, policyStore, tailnet, hub, registrar, log: log.child('admin') };
   const routes = adminRoutes(adminDeps);
   const api = createApiHandler({ admin: routes, apiKeys, store, tailnet, policy, baseDomain: cfg.baseDomain, log: log.child('api') });
 
@@ -118,6 +121,15 @@ runService('coordination', async ({ cfg, log }) => {
     ephemeralTimeoutSeconds: cfg.ephemeralTimeoutSeconds,
   });
   housekeeping.start();
+  const webhookWorker = new WebhookWorker({
+    store: webhooks,
+    redis,
+    tailnet,
+    log: log.child('webhooks'),
+    holder: `${instance}:coordination:${process.pid}`,
+    ctx: webhookContext(cfg),
+  });
+  webhookWorker.start();
   await listenOnSocket(server, serviceSocket(cfg, 'coordination'));
   await listenOnSocket(admin, adminSocket(cfg));
   log.info('listening', {
@@ -132,6 +144,7 @@ runService('coordination', async ({ cfg, log }) => {
     inFlight: () => ({ streams: hub.streamCount }),
     async stop(deadline) {
       await housekeeping.stop();
+      await webhookWorker.stop();
       policy.stop();
       // Streams end first: clients reconnect to whichever instance answers next, and their offline marks reach Redis.
       hub.closeAll();

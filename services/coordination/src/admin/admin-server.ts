@@ -23,6 +23,8 @@ import type { PolicyStore } from '../state/policy-store.ts';
 import { policyRoutes } from './policy-routes.ts';
 import { routeRoutes } from './route-routes.ts';
 import { apiKeyRoutes } from './apikey-routes.ts';
+import { webhookRoutes } from './webhook-routes.ts';
+import type { WebhookStore } from '../state/webhook-store.ts';
 import type { ApiKeyStore } from '../state/api-keys.ts';
 import { type Call, id, readBody, type Routes, str } from './admin-kit.ts';
 import type { Registrar } from '../control/register.ts';
@@ -34,6 +36,7 @@ import type { Tailnet } from '../state/tailnet.ts';
 export interface AdminDeps {
   cfg: Config;
   apiKeys: ApiKeyStore;
+  webhooks: WebhookStore;
   activity: ActivityLog;
   store: Store;
   policy: LivePolicy;
@@ -75,6 +78,11 @@ function identityOf(body: Record<string, unknown>): ProviderIdentity {
     picture: picture && /^https:\/\//.test(picture) ? picture : null,
     groups: groups as string[],
   };
+}
+
+/** What webhook events say about this server: the tailnet's name (its MagicDNS domain) and the console's address. */
+export function webhookContext(cfg: Config) {
+  return { tailnet: cfg.baseDomain, baseDomain: cfg.baseDomain, publicOrigin: cfg.publicOrigin };
 }
 
 /**
@@ -234,7 +242,7 @@ export function adminRoutes(d: AdminDeps): Routes {
     },
     'DELETE /v1/nodes/:id': async (c) => {
       const n = await d.store.deleteNode(id(c.params[0]));
-      await log(c, 'node.delete', n.givenName, { addresses: [n.ipv4, n.ipv6] });
+      await log(c, 'node.delete', n.givenName, { addresses: [n.ipv4, n.ipv6], nodeId: n.stableId });
       return nodeView(n);
     },
 
@@ -257,7 +265,7 @@ export function adminRoutes(d: AdminDeps): Routes {
     'POST /v1/pending/:id/approve': async (c) => {
       const u = await findUser(c.body.user);
       const n = await d.registrar.approve(c.params[0], u.id, c.actor);
-      await log(c, 'node.approve', n.givenName, { user: u.name, addresses: [n.ipv4, n.ipv6] });
+      await log(c, 'node.approve', n.givenName, { user: u.name, addresses: [n.ipv4, n.ipv6], nodeId: n.stableId, machineId: n.id });
       return nodeView(n);
     },
     'POST /v1/pending/:id/signin': async (c) => {
@@ -271,6 +279,8 @@ export function adminRoutes(d: AdminDeps): Routes {
         user: user.name,
         groups: user.idpGroups,
         addresses: [node.ipv4, node.ipv6],
+        nodeId: node.stableId,
+        machineId: node.id,
       });
       return { node: nodeView(node), user };
     },
@@ -282,6 +292,7 @@ export function adminRoutes(d: AdminDeps): Routes {
     ...policyRoutes({ live: d.policy, store: d.policyStore, file: d.cfg.policyFile, log }),
     ...routeRoutes({ store: d.store, tailnet: d.tailnet, hub: d.hub, log }),
     ...apiKeyRoutes({ keys: d.apiKeys, log }),
+    ...webhookRoutes({ webhooks: d.webhooks, ctx: webhookContext(d.cfg), log }),
   };
   return routes;
 }
