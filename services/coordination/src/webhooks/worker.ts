@@ -169,7 +169,7 @@ export class WebhookWorker {
 
   private async attempt(id: number): Promise<void> {
     const d = await this.d.store.delivery(id);
-    if (!d || d.status !== 'pending') return;
+    if (d?.status !== 'pending') return;
     const ep = await this.d.store.endpoint(d.endpointId);
     if (!ep) {
       await this.d.store.settle({ ...d, status: 'failed', nextAttempt: null, lastError: 'the endpoint was deleted' });
