@@ -8,8 +8,8 @@
 // with every data value a string (Tailscale's consumers decode data as map[string]string).
 //
 //   activity action                        event
-//   node.register (new machine)            nodeCreated
-//   node.approve                           nodeCreated (new machine) and nodeApproved
+//   node.register                          nodeCreated (the first time for the machine: worker.ts)
+//   node.approve                           nodeCreated (likewise) and nodeApproved
 //   node.login_pending                     nodeNeedsApproval
 //   node.delete, node.logout (removed)     nodeDeleted
 //   route.needs_approval                   routesNeedApproval (hse's own: advertised routes no rule approves)
@@ -60,12 +60,9 @@ export function eventsOf(ctx: EventContext, e: ActivityEntry): WebhookEvent[] {
   const ev = (type: WebhookEvent['type'], message: string, data: Record<string, string>) => event(ctx, type, message, data, e.time);
   switch (e.action) {
     case 'node.register':
-      return d.created === true ? [ev('nodeCreated', `Node ${e.target} created`, device())] : [];
-    case 'node.approve': {
-      const out = [ev('nodeApproved', `Node ${e.target} approved`, device())];
-      if (d.created === true) out.unshift(ev('nodeCreated', `Node ${e.target} created`, device()));
-      return out;
-    }
+      return [ev('nodeCreated', `Node ${e.target} created`, device())];
+    case 'node.approve':
+      return [ev('nodeCreated', `Node ${e.target} created`, device()), ev('nodeApproved', `Node ${e.target} approved`, device())];
     case 'node.login_pending':
       return [
         ev('nodeNeedsApproval', `Node ${e.target} needs approval`, {
