@@ -3,7 +3,20 @@
 import http from 'node:http';
 import type { DnsSettings } from './dns-settings.ts';
 import { HseError } from './errors.ts';
-import type { ApiKeyView, NodeView, PendingAuth, PreAuthKeyView, ProviderIdentity, UserRecord } from './model.ts';
+import type {
+  ApiKeyView,
+  NodeView,
+  PendingAuth,
+  PreAuthKeyView,
+  ProviderIdentity,
+  UserRecord,
+  WebhookDelivery,
+  WebhookEndpoint,
+  WebhookEventType,
+} from './model.ts';
+
+/** A webhook endpoint as listed: everything but its signing secret (shown once, when made). */
+export type WebhookEndpointView = Omit<WebhookEndpoint, 'secret'>;
 
 /** The coordination service's answer to a refused admin call: its status, its words, and any structured details. */
 export class AdminError extends HseError {}
@@ -157,6 +170,25 @@ export class AdminClient {
   }
   revokeApiKey(who: Actor, id: number) {
     return this.request<ApiKeyView>('POST', `/v1/apikeys/${id}/revoke`, who);
+  }
+  listWebhooks(who: Actor) {
+    return this.request<WebhookEndpointView[]>('GET', '/v1/webhooks', who);
+  }
+  /** The answer holds the signing secret, this once. */
+  createWebhook(who: Actor, url: string, events: WebhookEventType[]) {
+    return this.request<WebhookEndpoint>('POST', '/v1/webhooks', who, { url, events });
+  }
+  deleteWebhook(who: Actor, id: number) {
+    return this.request<WebhookEndpointView>('DELETE', `/v1/webhooks/${id}`, who);
+  }
+  webhookDeliveries(who: Actor, id: number) {
+    return this.request<WebhookDelivery[]>('GET', `/v1/webhooks/${id}/deliveries`, who);
+  }
+  testWebhook(who: Actor, id: number) {
+    return this.request<WebhookDelivery>('POST', `/v1/webhooks/${id}/test`, who);
+  }
+  resendDelivery(who: Actor, id: number) {
+    return this.request<WebhookDelivery>('POST', `/v1/webhooks/deliveries/${id}/resend`, who);
   }
   listNodes(who: Actor) {
     return this.request<NodeView[]>('GET', '/v1/nodes', who);

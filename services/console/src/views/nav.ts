@@ -14,6 +14,8 @@ export const SECTIONS: Section[] = [
   { id: 'users', label: 'Users', href: '/console/users', ready: true },
   { id: 'keys', label: 'Keys', href: '/console/keys', ready: true },
   { id: 'dns', label: 'DNS', href: '/console/dns', ready: true },
+  { id: 'apikeys', label: 'API keys', href: '/console/apikeys', ready: true },
+  { id: 'webhooks', label: 'Webhooks', href: '/console/webhooks', ready: true },
   { id: 'logs', label: 'Logs', href: '/console/logs', ready: true },
   { id: 'accounts', label: 'Accounts', href: '/console/accounts', ready: true },
 ];
