@@ -109,8 +109,8 @@ test.serial('with nothing in the tailnet, the console opens on Machines with the
   t.regex(r.body, /href="\/console\/keys#create">Create a pre-auth key</);
   const nav = /<nav class="nav"[\s\S]*?<\/nav>/.exec(r.body)![0];
   t.deepEqual(
-    [...nav.matchAll(/>([A-Za-z]+)<\/a>/g)].map((m) => m[1]),
-    ['Machines', 'Users', 'Keys', 'DNS', 'Logs', 'Accounts'],
+    [...nav.matchAll(/>([A-Za-z ]+)<\/a>/g)].map((m) => m[1]),
+    ['Machines', 'Users', 'Keys', 'DNS', 'API keys', 'Webhooks', 'Logs', 'Accounts'],
   );
   t.regex(text((await admin.request('/console/users')).body), /No users yet/);
   t.regex(text((await admin.request('/console/keys')).body), /No keys yet/);
