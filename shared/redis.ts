@@ -5,7 +5,7 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
-import { metricsEnabled, promClient, registry, SECONDS_BUCKETS } from './metrics.ts';
+import { gauge, histogram, metricsEnabled } from './metrics.ts';
 import { redisSocket } from './paths.ts';
 
 export type { Redis } from 'ioredis';
@@ -39,34 +39,19 @@ export function redisOptions(cfg: Config): { url: string | null; options: RedisO
 }
 
 // With metrics on: how long each command takes to be answered (a blocking read would only measure how long nothing
-// happened, so a connection used for those is opened with `timed: false`) and whether each connection is up. Made on
-// first use, so a process with metrics off registers neither.
-let commandSeconds: promClient.Histogram | null = null;
-let up: promClient.Gauge<'connection'> | null = null;
+// happened, so a connection used for those is opened with `timed: false`) and whether each connection is up.
+const commandSeconds = histogram('hse_redis_command_duration_seconds', 'Time from sending a Redis command to its answer, in seconds.');
+const up = gauge('hse_redis_up', 'Whether the connection to Redis is ready (1) or not (0), per connection of this process.', ['connection']);
 
 function instrument(r: Redis, name: string, timed: boolean): void {
-  up ??= new promClient.Gauge({
-    name: 'hse_redis_up',
-    help: 'Whether the connection to Redis is ready (1) or not (0), per connection of this process.',
-    labelNames: ['connection'],
-    registers: [registry],
-  });
-  const gauge = up;
-  gauge.set({ connection: name }, 0);
-  r.on('ready', () => gauge.set({ connection: name }, 1));
-  r.on('close', () => gauge.set({ connection: name }, 0));
+  up.set({ connection: name }, 0);
+  r.on('ready', () => up.set({ connection: name }, 1));
+  r.on('close', () => up.set({ connection: name }, 0));
   if (!timed) return;
-  commandSeconds ??= new promClient.Histogram({
-    name: 'hse_redis_command_duration_seconds',
-    help: 'Time from sending a Redis command to its answer, in seconds.',
-    buckets: SECONDS_BUCKETS,
-    registers: [registry],
-  });
-  const h = commandSeconds;
   const send = r.sendCommand.bind(r);
   r.sendCommand = ((command: { promise: Promise<unknown> }, stream?: unknown) => {
     const start = performance.now();
-    const observe = () => h.observe((performance.now() - start) / 1000);
+    const observe = () => commandSeconds.observe({}, (performance.now() - start) / 1000);
     command.promise.then(observe, observe);
     return send(command as never, stream as never);
   }) as typeof r.sendCommand;

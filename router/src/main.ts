@@ -34,7 +34,7 @@ function modeName(c: Config): string {
 // A bug in one connection's handling must not take every other connection (hours-long tunnels) down with it.
 process.on('uncaughtException', (e: Error) => log.error('unexpected error, connection dropped', { error: e.stack ?? e.message }));
 
-enableMetrics(cfg, 'router');
+await enableMetrics(cfg, 'router');
 const router = createRouter(cfg, log);
 watchTunnels(() => router.tunnels.size);
 let tlsMode: TlsMode | null = null;

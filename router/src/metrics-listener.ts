@@ -6,9 +6,10 @@
 import http from 'node:http';
 import type { Config } from '../../shared/config.ts';
 import type { Logger } from '../../shared/log.ts';
-import { type MetricsProcess, metricsSocket, promClient, registry } from '../../shared/metrics.ts';
+import type { Registry } from 'prom-client';
+import { type MetricsProcess, metricsSocket, promClient } from '../../shared/metrics.ts';
 
-type MetricJson = Awaited<ReturnType<promClient.Registry['getMetricsAsJSON']>>;
+type MetricJson = Awaited<ReturnType<Registry['getMetricsAsJSON']>>;
 
 /** How long a process gets to answer a scrape before it counts as down for that scrape. */
 const ASK_TIMEOUT_MS = 2_000;
@@ -34,10 +35,11 @@ function ask(socketPath: string): Promise<MetricJson | null> {
 
 /** The whole exposition: every process's registry and hse_up. */
 export async function scrape(cfg: Config): Promise<string> {
+  const { prom, registry } = promClient();
   const others: MetricsProcess[] = ['coordination', 'console', ...(cfg.derpMode === 'own' ? (['relay'] as const) : [])];
   const [own, ...answers] = await Promise.all([registry.getMetricsAsJSON(), ...others.map((p) => ask(metricsSocket(cfg, p)))]);
-  const upRegistry = new promClient.Registry();
-  const up = new promClient.Gauge({
+  const upRegistry = new prom.Registry();
+  const up = new prom.Gauge({
     name: 'hse_up',
     help: 'Whether the process answered this scrape (1) or not (0).',
     labelNames: ['process'],
@@ -50,7 +52,7 @@ export async function scrape(cfg: Config): Promise<string> {
   const all = [own, ...answers.filter((a): a is MetricJson => a !== null), await upRegistry.getMetricsAsJSON()].map((list) =>
     list.map((m) => ({ ...m, aggregator: 'first' as const })),
   );
-  return promClient.AggregatorRegistry.aggregate(all).metrics();
+  return prom.AggregatorRegistry.aggregate(all).metrics();
 }
 
 /** Starts the metrics listener when HSE_METRICS_LISTEN is set; resolves with it (null when metrics are off). */
@@ -68,7 +70,7 @@ export function startMetricsListener(cfg: Config, log: Logger): Promise<http.Ser
       return;
     }
     scrape(cfg)
-      .then((text) => res.writeHead(200, { 'content-type': promClient.Registry.PROMETHEUS_CONTENT_TYPE }).end(req.method === 'HEAD' ? undefined : text))
+      .then((text) => res.writeHead(200, { 'content-type': promClient().prom.Registry.PROMETHEUS_CONTENT_TYPE }).end(req.method === 'HEAD' ? undefined : text))
       .catch((e: Error) => {
         log.error('metrics scrape failed', { error: e.stack ?? e.message });
         res.writeHead(500, { 'content-type': 'text/plain' }).end('could not collect the metrics; see the router log\n');

@@ -44,7 +44,9 @@ export const API_AUTH_MAX_FAILURES = 10;
 export const API_AUTH_WINDOW_MS = 600_000;
 const MAX_BODY = 1024 * 1024;
 
-const apiRequests = counter('hse_api_requests_total', 'Remote API (/api/v2) requests by result: ok, client_error, server_error, unauthorized, limited.', ['result']);
+const apiRequests = counter('hse_api_requests_total', 'Remote API (/api/v2) requests by result: ok, client_error, server_error, unauthorized, limited.', [
+  'result',
+]);
 
 /** The key from Authorization: "Bearer <key>", or Basic with the key as the user name (password empty or ignored). */
 export function credentialOf(header: string | undefined): string | null {
@@ -84,7 +86,8 @@ function send(res: ServerResponse, status: number, a: ApiAnswer): void {
 function errorAnswer(e: HseError): ApiAnswer {
   const data = Array.isArray(e.details) ? e.details : undefined;
   const details = e.details as { errors?: { line: number; column: number; message: string }[] } | undefined;
-  const problems = !data && Array.isArray(details?.errors) ? [{ user: '', errors: details.errors.map((p) => `line ${p.line}, column ${p.column}: ${p.message}`) }] : undefined;
+  const problems =
+    !data && Array.isArray(details?.errors) ? [{ user: '', errors: details.errors.map((p) => `line ${p.line}, column ${p.column}: ${p.message}`) }] : undefined;
   return {
     json: { message: e.message, ...(data || problems ? { data: data ?? problems } : {}) },
     headers: e.retryAfter ? { 'retry-after': String(e.retryAfter) } : {},
@@ -137,7 +140,10 @@ export function createApiHandler(d: ApiDeps): (req: IncomingMessage, res: Server
     if ('retryAfter' in attempt) {
       apiRequests.inc({ result: 'limited' });
       d.log.info('API authentication rate-limited', { ip, retryAfter: attempt.retryAfter });
-      send(res, 429, { json: { message: `too many failed authentications from this address; try again in ${attempt.retryAfter} s` }, headers: { 'retry-after': String(attempt.retryAfter) } });
+      send(res, 429, {
+        json: { message: `too many failed authentications from this address; try again in ${attempt.retryAfter} s` },
+        headers: { 'retry-after': String(attempt.retryAfter) },
+      });
       return;
     }
     const key = await d.apiKeys.verify(presented);
@@ -175,7 +181,10 @@ export function createApiHandler(d: ApiDeps): (req: IncomingMessage, res: Server
       if (isStoreDown(e)) {
         apiRequests.inc({ result: 'server_error' });
         d.log.warn('API request failed: store unavailable', { path: req.url, error: e.message });
-        send(res, 503, { json: { message: 'the coordination store (Redis) is temporarily unavailable; retrying shortly is safe' }, headers: { 'retry-after': '2' } });
+        send(res, 503, {
+          json: { message: 'the coordination store (Redis) is temporarily unavailable; retrying shortly is safe' },
+          headers: { 'retry-after': '2' },
+        });
         return;
       }
       if (!(e instanceof HseError)) d.log.error('API request failed', { path: req.url, error: e.stack ?? e.message });

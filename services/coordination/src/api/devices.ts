@@ -193,7 +193,10 @@ export function deviceRoutes(d: DeviceDeps): ApiRoutes {
         const now = n.approvedRoutes.map((p) => canonicalPrefix(p) ?? p);
         // The exit node is one switch in hse (both halves together): either half listed enables both.
         const wantExit = wanted.some(isExitPrefix);
-        const add = [...wanted.filter((p) => !isExitPrefix(p) && !now.includes(p)), ...(wantExit && !EXIT_ROUTES.every((e) => now.includes(e)) ? ['exit'] : [])];
+        const add = [
+          ...wanted.filter((p) => !isExitPrefix(p) && !now.includes(p)),
+          ...(wantExit && !EXIT_ROUTES.every((e) => now.includes(e)) ? ['exit'] : []),
+        ];
         const drop = [...now.filter((p) => !isExitPrefix(p) && !wanted.includes(p)), ...(!wantExit && now.some(isExitPrefix) ? ['exit'] : [])];
         if (drop.length > 0) await d.admin<RouteView[]>('POST /v1/nodes/:id/routes/unapprove', c, [String(n.id)], { prefixes: drop });
         if (add.length > 0) await d.admin<RouteView[]>('POST /v1/nodes/:id/routes/approve', c, [String(n.id)], { prefixes: add });
@@ -202,4 +205,3 @@ export function deviceRoutes(d: DeviceDeps): ApiRoutes {
     },
   };
 }
-

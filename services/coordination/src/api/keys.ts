@@ -78,7 +78,10 @@ export function keyRoutes(d: KeyDeps): ApiRoutes {
       handler: async (c) => {
         const b = jsonBody(c);
         if (b.keyType !== undefined && b.keyType !== 'auth') {
-          throw new HseError(400, `hse makes auth keys only through this API (keyType "${String(b.keyType)}" is not available); API keys are made in the console`);
+          throw new HseError(
+            400,
+            `hse makes auth keys only through this API (keyType "${String(b.keyType)}" is not available); API keys are made in the console`,
+          );
         }
         const create = ((b.capabilities as Record<string, unknown> | undefined)?.devices as Record<string, unknown> | undefined)?.create as
           | Record<string, unknown>

@@ -217,7 +217,7 @@ export class LivePolicy extends EventEmitter<LivePolicyEvents> {
     }
     this.install(r.policy);
     this.lastCompile = Date.now();
-    compileSeconds.observe((this.lastCompile - started) / 1000);
+    compileSeconds.observe({}, (this.lastCompile - started) / 1000);
     this.log.debug('policy compiled', { nodes: snapshot.nodes.length, ms: this.lastCompile - started });
   }
 
