@@ -163,6 +163,19 @@ if (!haveTailscale()) {
     t.deepEqual(JSON.parse(await hse('dns', 'get')).nameservers, ['1.1.1.1', '2606:4700:4700::1111']);
   });
 
+  test.serial("the tailnet settings show hse's key lifetime; a change the API cannot make is refused with the setting to use", async (t) => {
+    const s = await api<{ devicesKeyDurationDays: number; devicesApprovalOn: boolean }>(readKey, 'settings');
+    t.true(s.ok, JSON.stringify(s.out));
+    t.is(s.out.devicesKeyDurationDays, 180);
+    const r = await fetch(`${image.url}/api/v2/tailnet/-/settings`, {
+      method: 'PATCH',
+      headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ devicesKeyDurationDays: 30 }),
+    });
+    t.is(r.status, 400);
+    t.regex(((await r.json()) as { message: string }).message, /HSE_NODE_KEY_EXPIRY/);
+  });
+
   test.serial('a read-only key reads but cannot change anything (403)', async (t) => {
     t.true((await api(readKey, 'users')).ok);
     const r = await api(readKey, 'set-nameservers', '9.9.9.9');

@@ -79,7 +79,7 @@ class Receiver {
 }
 
 async function waitFailedAttempt(admin: AdminClient, endpointId: number, type: string): Promise<WebhookDelivery> {
-  for (let i = 0; i < 300; i++) {
+  for (let i = 0; i < 600; i++) {
     const d = (await admin.request<WebhookDelivery[]>('GET', `/v1/webhooks/${endpointId}/deliveries`, who)).find((x) => x.type === type);
     if (d && d.attempts >= 1 && d.status === 'pending') return d;
     await sleep(100);
@@ -93,7 +93,8 @@ if (!haveTailscale()) {
   test.serial("a client's join and approval reach the receiver as signed events; a receiver that was down gets its event when back", async (t) => {
     const receiver = new Receiver(await freePort());
     await receiver.start();
-    const image = await startImage({});
+    // Keys last 12 h here, so the new machine's key "expires within a day" as soon as it joins.
+    const image = await startImage({ env: { HSE_NODE_KEY_EXPIRY: '12h' } });
     const node = new TsNode({ name: 'laptop', env: { TS_DEBUG_USE_DERP_HTTP: '1' } });
     const hse = async (...args: string[]) =>
       (await exec(NODE, [path.join(ROOT, 'bin/hse.ts'), ...args], { env: { ...image.env, PATH: process.env.PATH } })).stdout;
@@ -101,7 +102,7 @@ if (!haveTailscale()) {
       const admin = new AdminClient(path.join(image.runDir, 'coordination-admin.sock'));
       const ep = await admin.request<WebhookEndpoint>('POST', '/v1/webhooks', who, {
         url: receiver.url,
-        events: ['nodeNeedsApproval', 'nodeCreated', 'nodeApproved', 'routesNeedApproval', 'userCreated'],
+        events: ['nodeNeedsApproval', 'nodeCreated', 'nodeApproved', 'routesNeedApproval', 'userCreated', 'nodeKeyExpiringInOneDay'],
       });
       receiver.secret = ep.secret;
       await hse('users', 'create', 'alice');
@@ -117,6 +118,8 @@ if (!haveTailscale()) {
       t.is(created.data.nodeID, (status.Self as unknown as { ID: string }).ID, 'the event names the node by the StableID the client itself has');
       t.is(created.data.deviceName, 'laptop.hse.internal');
       t.is(created.data.managedBy, 'alice');
+      const expiring = await receiver.waitFor((e) => e.type === 'nodeKeyExpiringInOneDay', 'nodeKeyExpiringInOneDay');
+      t.is(expiring.data.nodeID, created.data.nodeID);
       await node.cli(['set', '--advertise-routes=10.202.0.0/24']);
       const routes = await receiver.waitFor((e) => e.type === 'routesNeedApproval', 'routesNeedApproval');
       t.is(routes.data.routes, '10.202.0.0/24');

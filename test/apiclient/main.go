@@ -7,6 +7,7 @@
 //
 // Commands: devices | device <id> | create-key <tag> | keys | get-policy | set-policy <file> | validate-policy <file>
 // | routes <id> | set-routes <id> <prefix>... | set-nameservers <ip>... | nameservers | delete-device <id> | users
+// | settings
 package main
 
 import (
@@ -125,6 +126,8 @@ func run(ctx context.Context, c *tailscale.Client, cmd string, args []string) (a
 		return map[string]bool{"deleted": true}, c.Devices().Delete(ctx, arg(0))
 	case "users":
 		return c.Users().List(ctx, nil, nil)
+	case "settings":
+		return c.TailnetSettings().Get(ctx)
 	}
 	fmt.Fprintf(os.Stderr, "unknown command %q\n", cmd)
 	os.Exit(2)

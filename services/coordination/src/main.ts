@@ -71,7 +71,7 @@ runService('coordination', async ({ cfg, log }) => {
   const webhooks = new WebhookStore(redis);
   const adminDeps = { cfg, apiKeys, webhooks, activity, store, policy, policyStore, tailnet, hub, registrar, log: log.child('admin') };
   const routes = adminRoutes(adminDeps);
-  const api = createApiHandler({ admin: routes, apiKeys, store, tailnet, policy, baseDomain: cfg.baseDomain, log: log.child('api') });
+  const api = createApiHandler({ cfg, admin: routes, apiKeys, store, tailnet, policy, baseDomain: cfg.baseDomain, log: log.child('api') });
 
   const server = createServiceServer(log, (req, res) => {
     const path = (req.url ?? '/').split('?')[0];
@@ -129,6 +129,7 @@ runService('coordination', async ({ cfg, log }) => {
     holder: `${instance}:coordination:${process.pid}`,
     ctx: webhookContext(cfg),
   });
+  await webhookWorker.init();
   webhookWorker.start();
   await listenOnSocket(server, serviceSocket(cfg, 'coordination'));
   await listenOnSocket(admin, adminSocket(cfg));

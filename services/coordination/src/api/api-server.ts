@@ -12,6 +12,7 @@
 //           ──► handler ──► JSON (or HuJSON) ─ errors as {"message", "data"?} with their status
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AttemptLimiter } from '../../../../shared/attempt-limit.ts';
+import type { Config } from '../../../../shared/config.ts';
 import { HseError, isStoreDown, statusOf } from '../../../../shared/errors.ts';
 import type { Logger } from '../../../../shared/log.ts';
 import { counter } from '../../../../shared/metrics.ts';
@@ -27,9 +28,11 @@ import { deviceRoutes } from './devices.ts';
 import { dnsRoutes } from './dns.ts';
 import { keyRoutes } from './keys.ts';
 import { policyRoutes } from './policy.ts';
+import { settingsRoutes } from './settings.ts';
 import { userRoutes } from './users.ts';
 
 export interface ApiDeps {
+  cfg: Pick<Config, 'nodeKeyExpirySeconds' | 'policyFile'>;
   admin: Routes;
   apiKeys: ApiKeyStore;
   store: Store;
@@ -103,6 +106,7 @@ export function createApiHandler(d: ApiDeps): (req: IncomingMessage, res: Server
     ...policyRoutes({ admin, live: d.policy }),
     ...dnsRoutes(admin),
     ...userRoutes({ store: d.store, tailnet: d.tailnet }),
+    ...settingsRoutes(d.cfg),
   };
   const compiled = Object.entries(routes).map(([k, route]) => {
     const [method, pattern] = k.split(' ');

@@ -151,10 +151,6 @@ export class WebhookStore {
     return this.redis.get(K.webhookCursor);
   }
 
-  async setCursor(id: string): Promise<void> {
-    await this.redis.set(K.webhookCursor, id);
-  }
-
   /** Key expiry already warned about for a node (so each expiry is announced once), and noting it. */
   async expiryNotified(nodeId: number): Promise<string | null> {
     return this.redis.hget(K.webhookExpiryNotified, String(nodeId));

@@ -2,9 +2,10 @@
 // (shared/lease.ts, as state/housekeeping.ts), so across instances each event is queued once and each delivery sent
 // by one process. Every second, while it holds the lease:
 //   1. reads the activity log from its cursor (K.webhookCursor) and queues a delivery per event per subscribed
-//      endpoint, moving the cursor in the same transaction (events.ts says which entries are events). A first start
-//      begins at the log's end: installing hse does not replay its history.
-//   2. every minute: machines whose key expires within a day, or has expired, get nodeKeyExpiringInOneDay /
+//      endpoint, moving the cursor in the same transaction (events.ts says which entries are events). The first
+//      coordination process ever started sets the cursor to the log's end before it serves (init): installing hse
+//      does not replay its history, and nothing that happens after the start is skipped.
+//   2. every 10 s: machines whose key expires within a day, or has expired, get nodeKeyExpiringInOneDay /
 //      nodeKeyExpired, once per expiry time.
 //   3. sends the deliveries that are due. A failed attempt is retried after 10 s, doubling to at most an hour, until a
 //      day after the event; then the delivery is marked failed (the console shows each attempt's outcome and can
@@ -24,7 +25,7 @@ import { type EventContext, event, eventsOf, type WebhookEvent } from './events.
 import { send } from './sender.ts';
 
 const TICK_MS = 1_000;
-const EXPIRY_SCAN_MS = 60_000;
+const EXPIRY_SCAN_MS = 10_000;
 const DAY_MS = 86_400_000;
 const FIRST_RETRY_MS = 10_000;
 const MAX_RETRY_MS = 3_600_000;
@@ -56,6 +57,12 @@ export class WebhookWorker {
   constructor(d: WorkerDeps) {
     this.d = d;
     this.lease = new Lease(d.redis, d.log, { key: K.leaseWebhooks, holder: d.holder, ttlMs: 30_000 });
+  }
+
+  /** Sets the cursor to the end of the activity log if no process ever did (SET NX); before the process serves. */
+  async init(): Promise<void> {
+    const last = (await this.d.redis.xrevrange(K.activity, '+', '-', 'COUNT', 1)) as [string, string[]][];
+    await this.d.redis.set(K.webhookCursor, last[0]?.[0] ?? '0-0', 'NX');
   }
 
   start(): void {
@@ -97,12 +104,9 @@ export class WebhookWorker {
   }
 
   private async collect(): Promise<void> {
+    // Absent only if Redis lost it (a fresh external Redis): start from the log's end, as a first start does.
     let cursor = await this.d.store.cursor();
-    if (cursor === null) {
-      const last = (await this.d.redis.xrevrange(K.activity, '+', '-', 'COUNT', 1)) as [string, string[]][];
-      await this.d.store.setCursor(last[0]?.[0] ?? '0-0');
-      return;
-    }
+    if (cursor === null) return this.init();
     for (let round = 0; round < 10; round++) {
       const rows = (await this.d.redis.xrange(K.activity, `(${cursor}`, '+', 'COUNT', 200)) as [string, string[]][];
       if (rows.length === 0) return;
