@@ -222,6 +222,33 @@ if (!haveTailscale()) {
     t.regex(((await none.json()) as { message: string }).message, /API token invalid/);
   });
 
+  test.serial("malformed requests get a 4xx in Tailscale's error shape, never a 500", async (t) => {
+    const send = (method: string, p: string, body: string) =>
+      fetch(`${image.url}/api/v2${p}`, { method, headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' }, body });
+    const cases: [string, string, string][] = [
+      ['POST', '/tailnet/-/keys', '{"capabilities": 5}'],
+      ['POST', '/tailnet/-/keys', '{"capabilities":{"devices":{"create":{"tags":"tag:ci"}}}}'],
+      ['POST', '/tailnet/-/keys', '{"capabilities":{"devices":{"create":{"tags":["tag:nope"]}}}}'],
+      ['POST', '/tailnet/-/keys', 'not json'],
+      ['POST', '/tailnet/-/dns/nameservers', '{"dns": "1.1.1.1"}'],
+      ['POST', '/tailnet/-/dns/nameservers', '{"dns": ["not an address"]}'],
+      ['PATCH', '/tailnet/-/dns/split-dns', '{"example.com": 7}'],
+      ['POST', '/tailnet/-/dns/configuration', '{"nameservers": [1]}'],
+      ['POST', '/tailnet/-/acl', '{ "acls": ['],
+      ['POST', '/tailnet/-/acl/preview?type=user', '{}'],
+      ['POST', '/device/999999/name', '{"name": "x"}'],
+      ['POST', '/device/nffffffffffffffff/tags', '{"tags": ["tag:ci"]}'],
+      ['GET', '/tailnet/-/devices?fields=some', ''],
+      ['DELETE', '/tailnet/-/keys/abc', ''],
+      ['GET', '/users/%E0%A4%A', ''],
+    ];
+    for (const [method, p, body] of cases) {
+      const r = await send(method, p, body || (undefined as unknown as string));
+      t.true(r.status >= 400 && r.status < 500, `${method} ${p} ${body} answered ${r.status}`);
+      t.is(typeof ((await r.json()) as { message?: unknown }).message, 'string', `${method} ${p}`);
+    }
+  });
+
   test.serial('failed authentications are limited per client address, and the address is all that is blocked', async (t) => {
     const from = (ip: string, key: string) =>
       fetch(`${image.url}/api/v2/tailnet/-/devices`, { headers: { authorization: `Bearer ${key}`, 'x-forwarded-for': ip } });

@@ -120,7 +120,12 @@ export function createApiHandler(d: ApiDeps): (req: IncomingMessage, res: Server
     for (const r of compiled) {
       const m = r.re.exec(path);
       if (!m || (r.method !== method && !(method === 'HEAD' && r.method === 'GET'))) continue;
-      const values = m.slice(1).map(decodeURIComponent);
+      let values: string[];
+      try {
+        values = m.slice(1).map(decodeURIComponent);
+      } catch {
+        throw new HseError(400, 'the path has a malformed %-escape');
+      }
       const t = r.names.indexOf('t');
       // One tailnet per server: "-" (the caller's default tailnet), as Tailscale's clients send it.
       if (t !== -1 && values[t] !== '-') return null;
