@@ -166,11 +166,13 @@ export function createApiHandler(d: ApiDeps): (req: IncomingMessage, res: Server
     void d.apiKeys.touch(key.id, ip).catch(() => {});
     const found = match(method, url.pathname);
     if (!found) {
+      apiRequests.inc({ result: 'client_error' });
       send(res, 404, { json: { message: 'not found' } });
       return;
     }
     const changes = method !== 'GET' && method !== 'HEAD' && found.route.readOnly !== true;
     if (changes && key.role !== 'admin') {
+      apiRequests.inc({ result: 'client_error' });
       send(res, 403, { json: { message: `this API key ("${key.description}") is read-only; ask an administrator for a key that may make changes` } });
       return;
     }

@@ -159,4 +159,10 @@ export class WebhookStore {
   async noteExpiryNotified(nodeId: number, what: string): Promise<void> {
     await this.redis.hset(K.webhookExpiryNotified, String(nodeId), what);
   }
+
+  /** Drops the expiry notes of machines that no longer exist. */
+  async forgetExpiryNotices(exists: (nodeId: number) => boolean): Promise<void> {
+    const gone = (await this.redis.hkeys(K.webhookExpiryNotified)).filter((id) => !exists(Number(id)));
+    if (gone.length > 0) await this.redis.hdel(K.webhookExpiryNotified, ...gone);
+  }
 }

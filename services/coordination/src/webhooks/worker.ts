@@ -130,14 +130,17 @@ export class WebhookWorker {
           ev.data.url = `${this.d.ctx.publicOrigin}/console/machines/${n.id}`;
         }
       }
-      // A machine is created once: a later login of the same machine (re-login, re-approval) is not a new node.
+      // A machine is created once: a later login of the same machine (re-login, re-approval) is not a new node. Its
+      // deletion forgets it (a machine that joins again after that gets a new StableID anyway).
       if (ev.type === 'nodeCreated' && (!stable || (await this.d.redis.hsetnx(K.webhookNodesAnnounced, stable, '1')) === 0)) continue;
+      if (ev.type === 'nodeDeleted' && stable) await this.d.redis.hdel(K.webhookNodesAnnounced, stable);
       out.push(ev);
     }
     return out;
   }
 
   private async expiries(now: number): Promise<void> {
+    await this.d.store.forgetExpiryNotices((id) => this.d.tailnet.nodes.has(id));
     const endpoints = await this.d.store.endpoints();
     if (!endpoints.some((e) => e.events.includes('nodeKeyExpiringInOneDay') || e.events.includes('nodeKeyExpired'))) return;
     const events: WebhookEvent[] = [];
