@@ -15,6 +15,9 @@ users delete <id>
 keys list
 keys create --user <name|id> [--reusable] [--ephemeral] [--tags tag:a,tag:b] [--expires <seconds>]
 keys expire <id>
+apikeys list                        (keys for the remote API, /api/v2)
+apikeys create --description <text> [--expires 90d] [--read-only]
+apikeys revoke <id>
 nodes list
 nodes rename <node> <new-name>
 nodes expire <node>
@@ -144,6 +147,31 @@ async function run(argv: string[]): Promise<void> {
       process.stdout.write(`${k.key}\n\nThe key is shown only now. Use it with:\n  tailscale up --login-server=${cfg.publicOrigin} --auth-key=${k.key}\n`);
       return;
     }
+    case 'apikeys list':
+      return out(
+        (await api.listApiKeys(who)).map((k) => ({ ...k, lastUsed: k.lastUsed ? `${k.lastUsed.time} from ${k.lastUsed.ip || '?'}` : 'never' })),
+        ['id', 'prefix', 'description', 'role', 'expiration', 'expired', 'revoked', 'lastUsed', 'createdBy'],
+      );
+    case 'apikeys create': {
+      const expires = flag(rest, '--expires') ?? '90d';
+      const m = /^(\d{1,4})d$/.exec(expires);
+      if (!m) {
+        process.stderr.write('hse: --expires is a number of days like 90d (1d to 365d)\n');
+        process.exit(1);
+      }
+      const k = await api.createApiKey(who, {
+        description: need(flag(rest, '--description'), '--description'),
+        expiresInSeconds: Number(m[1]) * 86_400,
+        role: bool(rest, '--read-only') ? 'readonly' : 'admin',
+      });
+      if (json) return out(k);
+      process.stdout.write(
+        `${k.key}\n\nThe key is shown only now (${k.role === 'readonly' ? 'read-only, ' : ''}expires ${k.expiration}). Use it with:\n  curl -H "Authorization: Bearer ${k.key}" ${cfg.publicOrigin}/api/v2/tailnet/-/devices\n`,
+      );
+      return;
+    }
+    case 'apikeys revoke':
+      return out(await api.revokeApiKey(who, id(rest[0])), ['id', 'prefix', 'description', 'revoked']);
     case 'keys expire':
       return out(await api.expirePreAuthKey(who, id(rest[0])), ['id', 'prefix', 'expired']);
     case 'nodes list':

@@ -3,7 +3,23 @@
 import http from 'node:http';
 import type { DnsSettings } from './dns-settings.ts';
 import { HseError } from './errors.ts';
-import type { NodeView, PendingAuth, PolicyVersion, PreAuthKeyView, ProviderIdentity, Reacher, RouteView, UserRecord } from './model.ts';
+import type {
+  ApiKeyView,
+  NodeView,
+  PendingAuth,
+  PolicyVersion,
+  PreAuthKeyView,
+  ProviderIdentity,
+  Reacher,
+  RouteView,
+  UserRecord,
+  WebhookDelivery,
+  WebhookEndpoint,
+  WebhookEventType,
+} from './model.ts';
+
+/** A webhook endpoint as listed: everything but its signing secret (shown once, when made). */
+export type WebhookEndpointView = Omit<WebhookEndpoint, 'secret'>;
 
 /** The coordination service's answer to a refused admin call: its status, its words, and any structured details. */
 export class AdminError extends HseError {}
@@ -131,6 +147,35 @@ export class AdminClient {
   }
   expirePreAuthKey(who: Actor, id: number) {
     return this.request<PreAuthKeyView>('POST', `/v1/preauthkeys/${id}/expire`, who);
+  }
+  listApiKeys(who: Actor) {
+    return this.request<ApiKeyView[]>('GET', '/v1/apikeys', who);
+  }
+  /** The answer holds the whole key, this once. */
+  createApiKey(who: Actor, opts: { description: string; expiresInSeconds: number; role: 'admin' | 'readonly' }) {
+    return this.request<ApiKeyView & { key: string }>('POST', '/v1/apikeys', who, opts);
+  }
+  revokeApiKey(who: Actor, id: number) {
+    return this.request<ApiKeyView>('POST', `/v1/apikeys/${id}/revoke`, who);
+  }
+  listWebhooks(who: Actor) {
+    return this.request<WebhookEndpointView[]>('GET', '/v1/webhooks', who);
+  }
+  /** The answer holds the signing secret, this once. */
+  createWebhook(who: Actor, url: string, events: WebhookEventType[]) {
+    return this.request<WebhookEndpoint>('POST', '/v1/webhooks', who, { url, events });
+  }
+  deleteWebhook(who: Actor, id: number) {
+    return this.request<WebhookEndpointView>('DELETE', `/v1/webhooks/${id}`, who);
+  }
+  webhookDeliveries(who: Actor, id: number) {
+    return this.request<WebhookDelivery[]>('GET', `/v1/webhooks/${id}/deliveries`, who);
+  }
+  testWebhook(who: Actor, id: number) {
+    return this.request<WebhookDelivery>('POST', `/v1/webhooks/${id}/test`, who);
+  }
+  resendDelivery(who: Actor, id: number) {
+    return this.request<WebhookDelivery>('POST', `/v1/webhooks/deliveries/${id}/resend`, who);
   }
   listNodes(who: Actor) {
     return this.request<NodeView[]>('GET', '/v1/nodes', who);

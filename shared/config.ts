@@ -138,6 +138,11 @@ export interface Config {
   acmeEmail: string | null;
   /** Sign-in with an identity provider, or null when HSE_OIDC_ISSUER is unset. */
   oidc: OidcConfig | null;
+  /**
+   * HSE_METRICS_LISTEN: where the Prometheus scrape endpoint listens (address and TCP port, its own listener, never the
+   * public router); null = metrics off (the default): no process collects or serves them.
+   */
+  metricsListen: { host: string; port: number } | null;
   /** Warnings found while parsing, printed by the caller's logger. */
   warnings: string[];
 }
@@ -464,6 +469,24 @@ function keyExpiry(env: Env, name: string, dflt: number): number {
   return seconds;
 }
 
+// The metrics listener: "127.0.0.1:9090", "[::1]:9090", "0.0.0.0:9090"; "off" or unset = no metrics. A bare port is
+// refused rather than guessed at: metrics say a lot about the tailnet, so where they listen is the operator's choice.
+function metricsListen(env: Env, routerPort: number, routerAddress: string): { host: string; port: number } | null {
+  const name = 'HSE_METRICS_LISTEN';
+  const v = get(env, name);
+  if (v === undefined || v.toLowerCase() === 'off') return null;
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([0-9.]+)):(\d{1,5})$/.exec(v);
+  const host = m ? (m[1] ?? m[2]) : '';
+  const port = m ? Number(m[3]) : 0;
+  if (!m || !ipaddr.isValid(host) || (!host.includes(':') && !ipaddr.IPv4.isValidFourPartDecimal(host)) || port < 1 || port > 65535) {
+    throw new ConfigError(name, `"${v}" is not an address and port to listen on (for example 127.0.0.1:9090 or [::1]:9090), or off`);
+  }
+  if (port === routerPort && (host === routerAddress || host === '0.0.0.0' || host === '::' || routerAddress === '0.0.0.0')) {
+    throw new ConfigError(name, `"${v}" is the router's own port (HSE_HTTP_PORT); metrics need a listener of their own`);
+  }
+  return { host, port };
+}
+
 type DerpSettings = Pick<Config, 'derpNodes' | 'derpRegions' | 'derpMeshKey' | 'derpMeshKeyFile' | 'derpMeshWith'>;
 
 /** One entry of a DERP setting through its parser, a DerpSettingError becoming a refusal of `name`. */
@@ -595,6 +618,8 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
   const socket = listenSocket(env, https && tls);
   const stunPort = port(env, 'HSE_STUN_PORT', 3478);
   const derp = derpSettings(env, derpModeRaw, regionId, stunPort);
+  const httpPort = port(env, 'HSE_HTTP_PORT', 8080);
+  const listenAddress = get(env, 'HSE_LISTEN_ADDRESS') === undefined ? proxyBind : bindAddress(env, 'HSE_LISTEN_ADDRESS', proxyBind);
   return {
     publicUrl: url,
     publicOrigin: url.origin,
@@ -604,11 +629,11 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
     secure: https,
     trustedProxies: trustedProxies(env, any, warnings),
     trustedProxiesAny: any,
-    httpPort: port(env, 'HSE_HTTP_PORT', 8080),
+    httpPort,
     httpsPort: port(env, 'HSE_HTTPS_PORT', 443),
     tlsHttpPort: port(env, 'HSE_TLS_HTTP_PORT', 80),
     proxyBind,
-    listenAddress: get(env, 'HSE_LISTEN_ADDRESS') === undefined ? proxyBind : bindAddress(env, 'HSE_LISTEN_ADDRESS', proxyBind),
+    listenAddress,
     listenSocket: socket.path,
     listenSocketMode: socket.mode,
     listenSocketGroup: socket.group,
@@ -647,6 +672,7 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
     acmeDirectoryUrl,
     acmeEmail: get(env, 'HSE_ACME_EMAIL') ?? null,
     oidc: oidcSettings(env, url),
+    metricsListen: metricsListen(env, httpPort, listenAddress),
     warnings,
   };
 }

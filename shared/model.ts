@@ -96,6 +96,83 @@ export interface PreAuthKeyRecord {
   created: string;
   expiration: string;
   createdBy: string;
+  /** What it is for (the remote API's "description"; at most 50 characters). Absent on keys made before. */
+  description?: string;
+  /** When it was expired early (console "Expire", the remote API's delete): refused from then on. */
+  revoked?: string;
+}
+
+/**
+ * A key for the remote API (/api/v2, Tailscale's shape). The secret is shown once; only its sha256 is kept (the key is
+ * 24 random bytes, so a plain hash is enough: there is nothing to guess). "readonly" keys may only read.
+ */
+export interface ApiKeyRecord {
+  id: number;
+  /** The visible start of the key ("hse-api-<12 hex>"); it finds the record, the hash then proves the rest. */
+  prefix: string;
+  /** sha256 of the whole key, hex. */
+  hash: string;
+  /** Says what the key is for; the activity log names the key's changes "api:<description>". */
+  description: string;
+  /** admin = may change what its creator may; readonly = reads only (dashboards). Never more than its creator's. */
+  role: 'admin' | 'readonly';
+  /** Console account or "cli" that created it. */
+  createdBy: string;
+  created: string;
+  expiration: string;
+  /** Set when revoked; a revoked key is refused at once. */
+  revoked: string | null;
+}
+
+/** An API key as listed: the record without its hash, with when and from where it was last used. */
+export interface ApiKeyView extends Omit<ApiKeyRecord, 'hash'> {
+  lastUsed: { time: string; ip: string } | null;
+  expired: boolean;
+}
+
+/** Webhook event types (Tailscale's names; routesNeedApproval is hse's own) an endpoint may subscribe to. */
+export const WEBHOOK_EVENTS = [
+  'nodeCreated',
+  'nodeNeedsApproval',
+  'nodeApproved',
+  'nodeDeleted',
+  'nodeKeyExpiringInOneDay',
+  'nodeKeyExpired',
+  'routesNeedApproval',
+  'policyUpdate',
+  'userCreated',
+  'userDeleted',
+] as const;
+export type WebhookEventType = (typeof WEBHOOK_EVENTS)[number];
+
+/** A webhook endpoint (console "Webhooks"). The secret signs every delivery; it is shown once, when made. */
+export interface WebhookEndpoint {
+  id: number;
+  url: string;
+  events: WebhookEventType[];
+  secret: string;
+  createdBy: string;
+  created: string;
+}
+
+/** One event (or a test) to one endpoint, kept with the state of its sending. */
+export interface WebhookDelivery {
+  id: number;
+  endpointId: number;
+  /** The event's type, or "test". */
+  type: string;
+  /** The exact body sent: a JSON array of one event, Tailscale's payload shape. */
+  body: string;
+  status: 'pending' | 'delivered' | 'failed';
+  attempts: number;
+  created: string;
+  /** When the next attempt is due (pending only). */
+  nextAttempt: string | null;
+  lastAttempt: string | null;
+  /** The receiver's HTTP status at the last attempt, or null when it could not be reached. */
+  lastStatus: number | null;
+  lastError: string | null;
+  deliveredAt: string | null;
 }
 
 /** A device waiting for an operator to approve it (interactive login). */

@@ -53,6 +53,33 @@ export const K = {
   dns: 'hse:dns',
   /** Pub/sub channel: every state change, as JSON ChangeEvent. */
   changes: 'hse:changes',
+  /** Hash: API key id -> ApiKeyRecord JSON (the key stored hashed). */
+  apiKeys: 'hse:apikeys',
+  /** Hash: an API key's visible prefix ("hse-api-<12 hex>") -> its id. */
+  apiKeyByPrefix: 'hse:idx:apikeyprefix',
+  apiKeySeq: 'hse:seq:apikey',
+  /** Hash: API key id -> {time, ip} of its last use (written at most once a minute per key). */
+  apiKeyLastUsed: 'hse:apikeys:lastused',
+  /** Failed API authentications per client address (shared/attempt-limit.ts). */
+  apiAuthLimitPrefix: 'hse:ratelimit:api:',
+  /** Hash: webhook endpoint id -> WebhookEndpoint JSON. */
+  webhooks: 'hse:webhooks',
+  webhookSeq: 'hse:seq:webhook',
+  /** Hash: delivery id -> WebhookDelivery JSON. */
+  webhookDeliveries: 'hse:webhooks:deliveries',
+  webhookDeliverySeq: 'hse:seq:webhookdelivery',
+  /** Sorted set: delivery ids due for an attempt, by the time (ms) of their next attempt. */
+  webhookDue: 'hse:webhooks:due',
+  /** Prefix of a sorted set per endpoint: its delivery ids by creation time (the newest are kept). */
+  webhookEndpointDeliveriesPrefix: 'hse:webhooks:ep:',
+  /** String: the last activity-log entry id turned into webhook events. */
+  webhookCursor: 'hse:webhooks:cursor',
+  /** Hash: node id -> the key expiry it was last warned about (nodeKeyExpiringInOneDay / nodeKeyExpired sent once). */
+  webhookExpiryNotified: 'hse:webhooks:expirynotified',
+  /** Hash: StableID of every machine nodeCreated was sent for (a re-login of the same machine is not a new node). */
+  webhookNodesAnnounced: 'hse:webhooks:nodesannounced',
+  /** String with a TTL: which coordination process sends webhooks (shared/lease.ts). */
+  leaseWebhooks: 'hse:lease:webhooks',
   /** Console: session prefix, accounts hash, rate-limit prefix. */
   consoleSessionPrefix: 'hse:console:sess:',
   consoleAccounts: 'hse:console:accounts',

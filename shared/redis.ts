@@ -5,6 +5,7 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
+import { gauge, histogram, metricsEnabled } from './metrics.ts';
 import { redisSocket } from './paths.ts';
 
 export type { Redis } from 'ioredis';
@@ -37,10 +38,34 @@ export function redisOptions(cfg: Config): { url: string | null; options: RedisO
   return { url: cfg.redisUrl, options };
 }
 
-/** A connection for commands. `name` shows up in CLIENT LIST, which helps when several processes share Redis. */
-export function connectRedis(cfg: Config, log: Logger, name: string): Redis {
+// With metrics on: how long each command takes to be answered (a blocking read would only measure how long nothing
+// happened, so a connection used for those is opened with `timed: false`) and whether each connection is up.
+const commandSeconds = histogram('hse_redis_command_duration_seconds', 'Time from sending a Redis command to its answer, in seconds.');
+const up = gauge('hse_redis_up', 'Whether the connection to Redis is ready (1) or not (0), per connection of this process.', ['connection']);
+
+function instrument(r: Redis, name: string, timed: boolean): void {
+  up.set({ connection: name }, 0);
+  r.on('ready', () => up.set({ connection: name }, 1));
+  r.on('close', () => up.set({ connection: name }, 0));
+  if (!timed) return;
+  const send = r.sendCommand.bind(r);
+  r.sendCommand = ((command: { promise: Promise<unknown> }, stream?: unknown) => {
+    const start = performance.now();
+    const observe = () => commandSeconds.observe({}, (performance.now() - start) / 1000);
+    command.promise.then(observe, observe);
+    return send(command as never, stream as never);
+  }) as typeof r.sendCommand;
+}
+
+/**
+ * A connection for commands. `name` shows up in CLIENT LIST, which helps when several processes share Redis. A
+ * connection that blocks (XREAD BLOCK) or only subscribes passes `timed: false`, so its waits are not counted as
+ * command latency.
+ */
+export function connectRedis(cfg: Config, log: Logger, name: string, opts: { timed?: boolean } = {}): Redis {
   const { url, options } = redisOptions(cfg);
   const r = url ? new Redis(url, { ...options, connectionName: name }) : new Redis({ ...options, connectionName: name });
+  if (metricsEnabled()) instrument(r, name, opts.timed !== false);
   let down = false;
   r.on('error', (e: Error) => {
     if (!down) log.warn('store unavailable, retrying', { error: e.message });

@@ -46,7 +46,9 @@ const COORD_ALLOWED: Record<string, string[]> = {
   map: ['map', 'policy', 'state', 'tailcfg'],
   noise: ['noise', 'tailcfg'],
   control: ['control', 'map', 'policy', 'state', 'tailcfg'],
-  admin: ['admin', 'control', 'map', 'policy', 'state', 'tailcfg'],
+  admin: ['admin', 'control', 'map', 'policy', 'state', 'tailcfg', 'webhooks'],
+  api: ['api', 'admin', 'control', 'map', 'policy', 'state', 'tailcfg', 'webhooks'],
+  webhooks: ['webhooks', 'state', 'tailcfg'],
 };
 
 function allowed(from: string, to: string): boolean {

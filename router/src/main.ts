@@ -9,7 +9,10 @@ import http from 'node:http';
 import type { Config } from '../../shared/config.ts';
 import { runService } from '../../shared/service.ts';
 import { listen, listenOnSocket } from './listen.ts';
+import { enableMetrics } from '../../shared/metrics.ts';
+import { startMetricsListener } from './metrics-listener.ts';
 import { createRouter } from './router.ts';
+import { watchTunnels } from './router-metrics.ts';
 import { routerServerOptions } from './server-options.ts';
 import { startTlsMode, type TlsMode } from './tls/tls-mode.ts';
 
@@ -20,7 +23,9 @@ function modeName(c: Config): string {
 }
 
 runService('router', async ({ cfg, log }) => {
+  await enableMetrics(cfg, 'router');
   const router = createRouter(cfg, log);
+  watchTunnels(() => router.tunnels.size);
   let tlsMode: TlsMode | null = null;
   const fields = {
     mode: modeName(cfg),
@@ -40,6 +45,8 @@ runService('router', async ({ cfg, log }) => {
     router.attach(server);
     await listen(server, { port: cfg.httpPort, address: cfg.listenAddress, scheme: 'http' }, log, fields);
   }
+  // HSE_METRICS_LISTEN: the scrape endpoint of every process, on its own listener (after the public one is up).
+  await startMetricsListener(cfg, log);
   return {
     inFlight: () => ({ tunnels: router.tunnels.size }),
     async stop(deadline) {

@@ -16,6 +16,7 @@
 import type http from 'node:http';
 import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import type { Logger } from '../../shared/log.ts';
+import { countResponse } from './router-metrics.ts';
 import { originForm, requestPath } from './routes.ts';
 import type { Target } from './tunnel.ts';
 import { upstreamFailure } from './unavailable.ts';
@@ -96,6 +97,7 @@ export function createForwarder(opts: ForwarderOptions): Forward {
         res.destroy();
         return;
       }
+      countResponse(target.service, f.status);
       res.writeHead(f.status, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' }).end(f.body);
     });
     req.on('error', () => upstream.destroy());
@@ -104,6 +106,7 @@ export function createForwarder(opts: ForwarderOptions): Forward {
     });
 
     upstream.on('response', (answer: http.IncomingMessage) => {
+      countResponse(target.service, answer.statusCode ?? 502);
       res.writeHead(answer.statusCode ?? 502, answer.statusMessage, responseHeaders(answer));
       answer.on('error', () => res.destroy());
       answer.on('close', () => {

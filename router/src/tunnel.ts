@@ -22,6 +22,7 @@ import type { ServiceName } from '../../shared/paths.ts';
 import { originForm } from './routes.ts';
 import { takeOverRequestSocket } from '../../shared/http-takeover.ts';
 import { REASONS, upstreamFailure, writeRawResponse } from './unavailable.ts';
+import { countUpgrade } from './router-metrics.ts';
 
 export interface Target {
   service: ServiceName;
@@ -101,6 +102,7 @@ function splice(client: Duplex, upstream: Duplex, deps: TunnelDeps, service: Ser
     deps.log.debug('tunnel closed', { service });
   };
   const forget = deps.tunnels.add(() => close(true));
+  countUpgrade(service);
   client.pipe(upstream);
   upstream.pipe(client);
   for (const s of [client, upstream]) {

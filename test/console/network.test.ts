@@ -110,7 +110,7 @@ test.serial('with nothing in the tailnet, the console opens on Machines with the
   const nav = /<nav class="nav"[\s\S]*?<\/nav>/.exec(r.body)![0];
   t.deepEqual(
     [...nav.matchAll(/>([A-Za-z ]+)<\/a>/g)].map((m) => m[1]),
-    ['Machines', 'Routes', 'Users', 'Keys', 'Access controls', 'DNS', 'Logs', 'Accounts'],
+    ['Machines', 'Routes', 'Users', 'Keys', 'Access controls', 'DNS', 'API keys', 'Webhooks', 'Logs', 'Accounts'],
   );
   t.regex(text((await admin.request('/console/users')).body), /No users yet/);
   t.regex(text((await admin.request('/console/keys')).body), /No keys yet/);

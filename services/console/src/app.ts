@@ -27,7 +27,9 @@ import { errorHandler, PageError, STORE_UNAVAILABLE } from './errors.ts';
 import type { ChangeFeed } from './network/change-feed.ts';
 import type { NetworkDeps } from './network/deps.ts';
 import { dnsRoutes } from './network/dns-routes.ts';
+import { apiKeysRoutes } from './network/apikeys-routes.ts';
 import { keysRoutes } from './network/keys-routes.ts';
+import { webhooksRoutes } from './network/webhooks-routes.ts';
 import { machinesRoutes } from './network/machines-routes.ts';
 import { machinesStreamRoute } from './network/machines-stream.ts';
 import { registerRoutes } from './network/register-routes.ts';
@@ -139,6 +141,8 @@ export function createConsole(d: ConsoleDeps): ConsoleApp {
   keysRoutes(router, network);
   dnsRoutes(router, network);
   aclsRoutes(router, network);
+  apiKeysRoutes(router, network);
+  webhooksRoutes(router, network);
   accountsRoutes(router, { cfg, accounts, gate, record });
   ownAccountRoutes(router, { cfg, accounts, gate, record, guard });
 

@@ -8,6 +8,7 @@ import { ActivityLog, activityLimits } from '../../../shared/activity.ts';
 import { AdminClient } from '../../../shared/admin-client.ts';
 import { loadConfig } from '../../../shared/config.ts';
 import { Logger } from '../../../shared/log.ts';
+import { serveProcessMetrics } from '../../../shared/metrics.ts';
 import { adminSocket, ensureDirs, listenOnSocket, serviceSocket } from '../../../shared/paths.ts';
 import { stoppedCleanly, waitAfterQuickExit } from '../../../shared/restart-backoff.ts';
 import { connectRedis } from '../../../shared/redis.ts';
@@ -24,9 +25,11 @@ ensureDirs(cfg);
 await waitAfterQuickExit(cfg.runDir, 'console');
 refuseBadPasswordSetting();
 
+// HSE_METRICS_LISTEN: this process's registry on its socket, before the Redis connections so they are measured.
+const metrics = await serveProcessMetrics(cfg, log, 'console');
 const redis = connectRedis(cfg, log, 'console');
-const tail = new ActivityTail(() => connectRedis(cfg, log.child('tail'), 'console-tail'), log.child('tail'));
-const feed = new ChangeFeed(() => connectRedis(cfg, log.child('changes'), 'console-changes'), log.child('changes'));
+const tail = new ActivityTail(() => connectRedis(cfg, log.child('tail'), 'console-tail', { timed: false }), log.child('tail'));
+const feed = new ChangeFeed(() => connectRedis(cfg, log.child('changes'), 'console-changes', { timed: false }), log.child('changes'));
 const admin = new AdminClient(adminSocket(cfg));
 // Loaded only when configured: the relying-party library is of no use to a console without a provider.
 const provider = cfg.oidc ? new (await import('./oidc/provider.ts')).IdentityProvider(cfg.oidc, log.child('oidc')) : null;
@@ -100,6 +103,7 @@ function shutdown(signal: string): void {
   stopping = true;
   log.info('shutting down', { signal, liveStreams: openStreams.size });
   provider?.stop();
+  metrics?.close();
   server.close(() => {
     tail.stop();
     feed.stop();

@@ -8,11 +8,16 @@ import type { Duplex } from 'node:stream';
 import { ActivityLog, activityLimits } from '../../../shared/activity.ts';
 import { agreeOnKey } from '../../../shared/key-agreement.ts';
 import { formatKey } from '../../../shared/keys.ts';
+import { gaugeOf, serveProcessMetrics } from '../../../shared/metrics.ts';
 import { adminSocket, listenOnSocket, serviceSocket } from '../../../shared/paths.ts';
 import { connectRedis } from '../../../shared/redis.ts';
 import { K } from '../../../shared/redis-keys.ts';
 import { createServiceServer, runService } from '../../../shared/service.ts';
-import { createAdminServer } from './admin/admin-server.ts';
+import { adminRoutes, createAdminServer, webhookContext } from './admin/admin-server.ts';
+import { WebhookStore } from './state/webhook-store.ts';
+import { WebhookWorker } from './webhooks/worker.ts';
+import { createApiHandler } from './api/api-server.ts';
+import { ApiKeyStore } from './state/api-keys.ts';
 import { serveControlConnection } from './control/h2-server.ts';
 import { MapHub } from './control/map-hub.ts';
 import { RouteApprovals } from './control/route-approvals.ts';
@@ -34,8 +39,10 @@ runService('coordination', async ({ cfg, log }) => {
   if (serverKey.created) log.info('generated the Noise key', { file: serverKey.file });
   if (serverKey.repairedMode) log.warn('Noise key file was readable by others; narrowed it to 600', { file: serverKey.file });
 
+  // HSE_METRICS_LISTEN: this process's registry on its socket, before the Redis connections so they are measured.
+  const metrics = await serveProcessMetrics(cfg, log, 'coordination');
   const redis = connectRedis(cfg, log, 'coordination');
-  const sub = connectRedis(cfg, log, 'coordination-sub');
+  const sub = connectRedis(cfg, log, 'coordination-sub', { timed: false });
   const store = new Store(redis, { waitReplicas: cfg.redisWaitReplicas });
   const activity = new ActivityLog(redis, activityLimits(cfg));
   await agreeOnKey(redis, log, { redisKey: K.tailnetNoiseKey, what: 'Noise key', file: serverKey.file, publicHex: serverKey.publicKey.toString('hex') });
@@ -44,7 +51,10 @@ runService('coordination', async ({ cfg, log }) => {
   const policyStore = new PolicyStore(store);
   const policySource = new PolicySource({ store: policyStore, file: cfg.policyFile, log: log.child('policy') });
   const policy = new LivePolicy({ tailnet, source: policySource, activity, log: log.child('policy'), options: { taildrop: cfg.taildrop } });
-  const hub = new MapHub({ cfg, tailnet, store, policy, log: log.child('map'), instance });
+  const hub = new MapHub({ cfg, tailnet, store, policy, log: log.child('map'), instance, activity });
+  gaugeOf('hse_nodes', 'Machines registered in the tailnet (as this instance knows them).', () => tailnet.nodes.size);
+  gaugeOf('hse_nodes_online', 'Machines online: a map stream open on any instance.', () => tailnet.online.size);
+  gaugeOf('hse_map_streams_open', 'Map long-poll streams open on this instance.', () => hub.streamCount);
   const registrar = new Registrar({ cfg, activity, store, policy, tailnet, log: log.child('register') });
   const controlDeps = { store, hub, registrar, log: log.child('control') };
 
@@ -57,8 +67,15 @@ runService('coordination', async ({ cfg, log }) => {
     });
   }
 
+  const apiKeys = new ApiKeyStore(redis);
+  const webhooks = new WebhookStore(redis);
+  const adminDeps = { cfg, apiKeys, webhooks, activity, store, policy, policyStore, tailnet, hub, registrar, log: log.child('admin') };
+  const routes = adminRoutes(adminDeps);
+  const api = createApiHandler({ cfg, admin: routes, apiKeys, store, tailnet, policy, baseDomain: cfg.baseDomain, log: log.child('api') });
+
   const server = createServiceServer(log, (req, res) => {
     const path = (req.url ?? '/').split('?')[0];
+    if (path.startsWith('/api/')) return api(req, res);
     if (path === '/key') return handleKey(req, res, serverKey.publicKey);
     if (path === '/ts2021') {
       // An upgrade whose Connection header lacks "upgrade" (some proxies drop it) lands here; take the socket over.
@@ -89,7 +106,7 @@ runService('coordination', async ({ cfg, log }) => {
     if ((req.url ?? '').split('?')[0] === '/ts2021') return upgrade(req, socket, head);
     socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
   });
-  const admin = createAdminServer({ cfg, activity, store, policy, policyStore, tailnet, hub, registrar, log: log.child('admin') });
+  const admin = createAdminServer(adminDeps, routes);
 
   await tailnet.start();
   await policy.start();
@@ -104,6 +121,16 @@ runService('coordination', async ({ cfg, log }) => {
     ephemeralTimeoutSeconds: cfg.ephemeralTimeoutSeconds,
   });
   housekeeping.start();
+  const webhookWorker = new WebhookWorker({
+    store: webhooks,
+    redis,
+    tailnet,
+    log: log.child('webhooks'),
+    holder: `${instance}:coordination:${process.pid}`,
+    ctx: webhookContext(cfg),
+  });
+  await webhookWorker.init();
+  webhookWorker.start();
   await listenOnSocket(server, serviceSocket(cfg, 'coordination'));
   await listenOnSocket(admin, adminSocket(cfg));
   log.info('listening', {
@@ -118,12 +145,14 @@ runService('coordination', async ({ cfg, log }) => {
     inFlight: () => ({ streams: hub.streamCount }),
     async stop(deadline) {
       await housekeeping.stop();
+      await webhookWorker.stop();
       policy.stop();
       // Streams end first: clients reconnect to whichever instance answers next, and their offline marks reach Redis.
       hub.closeAll();
       // Noise connections are upgraded sockets the HTTP server no longer answers for; they end with the process.
       server.close();
       admin.close();
+      metrics?.close();
       await new Promise((r) => setTimeout(r, Math.min(500, Math.max(0, deadline - Date.now()))));
       redis.disconnect();
       sub.disconnect();

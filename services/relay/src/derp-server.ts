@@ -50,6 +50,10 @@ export interface DerpStats {
   /** Packets we handed to a mesh link / received from a mesh peer for one of our clients. */
   packetsForwardedOut: number;
   packetsForwardedIn: number;
+  /** Payload bytes relayed and forwarded in. */
+  bytesRelayed: number;
+  /** Packets dropped from the queues of connections closed since (see packetsDropped for the total). */
+  droppedClosed: number;
 }
 
 /** How long a draining relay waits for its clients to go before the process exits anyway. */
@@ -79,6 +83,10 @@ export class DerpServer implements ConnHost {
     meshRefused: 0,
     packetsForwardedOut: 0,
     packetsForwardedIn: 0,
+    /** Payload bytes of the packets relayed (to local clients and to mesh peers) and forwarded in from mesh peers. */
+    bytesRelayed: 0,
+    /** Packets dropped from the queues of connections that have since closed (live ones: their own `dropped`). */
+    droppedClosed: 0,
   };
 
   constructor(o: DerpServerOptions) {
@@ -96,6 +104,13 @@ export class DerpServer implements ConnHost {
       handshakeTimeoutMs: o.handshakeTimeoutMs ?? 10_000,
       writeStallMs: o.writeStallMs ?? 10_000,
     };
+  }
+
+  /** Packets dropped because their client did not keep up, over the relay's life (closed and live connections). */
+  get packetsDropped(): number {
+    let n = this.counters.droppedClosed;
+    for (const c of this.conns) n += c.dropped;
+    return n;
   }
 
   get stats(): DerpStats {
@@ -186,6 +201,7 @@ export class DerpServer implements ConnHost {
     const dest = this.registry.local(dst.toString('hex'));
     if (dest) {
       this.counters.packetsForwardedIn++;
+      this.counters.bytesRelayed += packet.length;
       dest.deliver(Buffer.from(src), packet);
       return;
     }
@@ -203,6 +219,7 @@ export class DerpServer implements ConnHost {
     const dest = this.registry.lookup(dst.toString('hex'));
     if (dest) {
       this.counters.packetsRelayed++;
+      this.counters.bytesRelayed += packet.length;
       if (!(dest instanceof ClientConn)) this.counters.packetsForwardedOut++;
       dest.deliver(from.key, packet);
       return;
@@ -219,6 +236,7 @@ export class DerpServer implements ConnHost {
 
   closed(conn: ClientConn, reason: string): void {
     this.conns.delete(conn);
+    this.counters.droppedClosed += conn.dropped;
     if (conn.meshPeer) {
       this.watchers.delete(conn);
       this.log.info('mesh peer disconnected', {

@@ -4,6 +4,7 @@
 // and closed. With a mesh key the relay accepts the region's other relays, and dials those in HSE_DERP_MESH_WITH
 // (mesh-link.ts). Start-up, signals and the exit policy are the shared service skeleton's (shared/service.ts).
 import { ActivityLog, activityLimits } from '../../../shared/activity.ts';
+import { countedBy, countedByLabels, gaugeOf, serveProcessMetrics } from '../../../shared/metrics.ts';
 import { listenOnSocket, serviceSocket } from '../../../shared/paths.ts';
 import { connectRedis, type Redis } from '../../../shared/redis.ts';
 import { runService } from '../../../shared/service.ts';
@@ -19,6 +20,8 @@ import { StunServer } from './stun-server.ts';
 
 runService('relay', async ({ cfg, log }) => {
   const socketPath = serviceSocket(cfg, 'relay');
+  // Before the Redis connections, so they are measured (shared/redis.ts).
+  const metrics = await serveProcessMetrics(cfg, log, 'relay');
   let serverKey: ServerKey | null = null;
   // An unreadable or damaged mesh key file is a StartupError naming HSE_DERP_MESH_KEY_FILE; read first, so a refused
   // start creates nothing.
@@ -37,7 +40,7 @@ runService('relay', async ({ cfg, log }) => {
   let refusals: RefusalLog | null = null;
   if (serverKey && cfg.derpVerifyClients) {
     redis = connectRedis(cfg, log, 'relay');
-    sub = connectRedis(cfg, log, 'relay-sub');
+    sub = connectRedis(cfg, log, 'relay-sub', { timed: false });
     admission = new RegisteredNodesAdmission(redis);
     refusals = new RefusalLog(new ActivityLog(redis, activityLimits(cfg)), log);
   }
@@ -54,6 +57,31 @@ runService('relay', async ({ cfg, log }) => {
       })
     : null;
   const stun = new StunServer(log.child('stun'));
+  if (metrics) {
+    // Read at scrape time from the relay's own counters: nothing is added to the per-packet path.
+    gaugeOf('hse_relay_clients', 'Relay clients connected to this relay now (mesh peers not counted).', () => derp?.stats.clients ?? 0);
+    countedBy('hse_relay_packets_forwarded_total', 'Packets relayed to a client (local, or through a mesh peer) or forwarded in by a mesh peer.', () =>
+      derp ? derp.stats.packetsRelayed + derp.stats.packetsForwardedIn : 0,
+    );
+    countedBy(
+      'hse_relay_forwarded_bytes_total',
+      'Payload bytes of the packets counted in hse_relay_packets_forwarded_total.',
+      () => derp?.stats.bytesRelayed ?? 0,
+    );
+    countedByLabels(
+      'hse_relay_packets_dropped_total',
+      'Packets the relay dropped: queue_full = the receiving client did not keep up; no_destination = no client holds the key.',
+      ['reason'],
+      () => [
+        [{ reason: 'queue_full' }, derp?.packetsDropped ?? 0],
+        [{ reason: 'no_destination' }, derp?.stats.packetsToNowhere ?? 0],
+      ],
+    );
+    countedByLabels('hse_stun_requests_total', 'STUN datagrams received: answered binding requests, and ignored ones.', ['result'], () => [
+      [{ result: 'answered' }, stun.stats.answered],
+      [{ result: 'ignored' }, stun.stats.ignored],
+    ]);
+  }
   const server = createRelayHttpServer({ derp, log: log.child('http') });
 
   if (derp && sub) watchRevocations(sub, derp, log);
@@ -87,6 +115,7 @@ runService('relay', async ({ cfg, log }) => {
     async stop() {
       for (const l of links) l.stop();
       server.close();
+      metrics?.close();
       stun.close();
       await derp?.drain();
       redis?.disconnect();

@@ -22,6 +22,12 @@ import { afterPasswordCheck, beforePasswordCheck } from './password-guard.ts';
 import { currentSession } from './session.ts';
 import type { SigninLimiter } from './signin-limit.ts';
 import { startSession } from './start-session.ts';
+import { counter } from '../../../../shared/metrics.ts';
+
+/** Password sign-ins by result: ok, failed (wrong name or password, disabled account), limited (refused unchecked). */
+const signins = counter('hse_console_signins_total', 'Console password sign-ins by result: ok, failed, limited (refused by the rate limits before checking).', [
+  'result',
+]);
 
 export type RecordActivity = (ctx: ConsoleContext, action: string, actor: string, target?: string, details?: { [k: string]: unknown }) => Promise<void>;
 
@@ -79,6 +85,7 @@ export function loginRoutes(router: ConsoleRouter, d: LoginDeps): void {
     }
     const refused = await beforePasswordCheck(ctx, d, username);
     if (refused) {
+      signins.inc({ result: 'limited' });
       ctx.status = 429;
       ctx.type = 'html';
       const csrf = loginToken(ctx, d.loginCsrf);
@@ -94,6 +101,7 @@ export function loginRoutes(router: ConsoleRouter, d: LoginDeps): void {
     await afterPasswordCheck(ctx, d, username, account !== null && ok && !account.disabled);
     if (!account || !ok || account.disabled) {
       const reason = !account ? 'unknown account' : !ok ? 'wrong password' : 'account disabled';
+      signins.inc({ result: 'failed' });
       await d.record(ctx, 'console.signin_failed', username, username, { reason });
       ctx.status = 401;
       ctx.type = 'html';
@@ -101,6 +109,7 @@ export function loginRoutes(router: ConsoleRouter, d: LoginDeps): void {
       return;
     }
     await startSession(ctx, account, ip, d.loginCsrf);
+    signins.inc({ result: 'ok' });
     await d.record(ctx, 'console.signin', account.username, account.username, { role: account.role });
     ctx.status = 303;
     ctx.redirect(publicUrl(d.cfg, next));

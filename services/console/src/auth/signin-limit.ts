@@ -9,24 +9,15 @@
 import type { Redis } from 'ioredis';
 import type { ConsoleContext } from '../request/context.ts';
 import ratelimit from 'koa-ratelimit';
-import { parseAddress } from '../../../../shared/trusted-proxies.ts';
+import { limitKey } from '../../../../shared/attempt-limit.ts';
 import { K } from '../../../../shared/redis-keys.ts';
+
+// The per-address budget (an IPv6 /64 counts as one address) is shared with the API's authentication limit.
+export { limitKey };
 
 export const MAX_FAILURES = 10;
 export const WINDOW_MS = 600 * 1000;
 const NAMESPACE = `${K.consoleRateLimitPrefix}signin`;
-
-/**
- * The budget an address draws on: the address itself, except that IPv6 addresses share one per /64, because a
- * single subscriber line is handed a whole /64 and could otherwise rotate through 2^64 fresh budgets.
- */
-export function limitKey(ip: string): string {
-  const addr = parseAddress(ip);
-  if (addr === null) return 'unknown';
-  if (addr.kind() === 'ipv4') return addr.toString();
-  const parts = (addr as import('ipaddr.js').IPv6).parts.slice(0, 4);
-  return `${parts.map((p) => p.toString(16)).join(':')}::/64`;
-}
 
 export interface Limited {
   /** Seconds until the next attempt is allowed. */

@@ -18,6 +18,8 @@ export const KNOWN_ACTIONS = [
   'user.*',
   'authkey.*',
   'dns.change',
+  'apikey.*',
+  'webhook.*',
 ];
 
 /** A class for the action badge: failures stand out, sign-ins are calm. */

@@ -16,6 +16,8 @@ export const SECTIONS: Section[] = [
   { id: 'keys', label: 'Keys', href: '/console/keys', ready: true },
   { id: 'acls', label: 'Access controls', href: '/console/acls', ready: true },
   { id: 'dns', label: 'DNS', href: '/console/dns', ready: true },
+  { id: 'apikeys', label: 'API keys', href: '/console/apikeys', ready: true },
+  { id: 'webhooks', label: 'Webhooks', href: '/console/webhooks', ready: true },
   { id: 'logs', label: 'Logs', href: '/console/logs', ready: true },
   { id: 'accounts', label: 'Accounts', href: '/console/accounts', ready: true },
 ];

@@ -22,6 +22,10 @@ import type { LivePolicy } from '../map/live-policy.ts';
 import type { PolicyStore } from '../state/policy-store.ts';
 import { policyRoutes } from './policy-routes.ts';
 import { routeRoutes } from './route-routes.ts';
+import { apiKeyRoutes } from './apikey-routes.ts';
+import { webhookRoutes } from './webhook-routes.ts';
+import type { WebhookStore } from '../state/webhook-store.ts';
+import type { ApiKeyStore } from '../state/api-keys.ts';
 import { type Call, id, readBody, type Routes, str } from './admin-kit.ts';
 import type { Registrar } from '../control/register.ts';
 import { keyExpiryAt } from '../state/key-expiry.ts';
@@ -31,6 +35,8 @@ import type { Tailnet } from '../state/tailnet.ts';
 
 export interface AdminDeps {
   cfg: Config;
+  apiKeys: ApiKeyStore;
+  webhooks: WebhookStore;
   activity: ActivityLog;
   store: Store;
   policy: LivePolicy;
@@ -74,7 +80,16 @@ function identityOf(body: Record<string, unknown>): ProviderIdentity {
   };
 }
 
-export function createAdminServer(d: AdminDeps): http.Server {
+/** What webhook events say about this server: the tailnet's name (its MagicDNS domain) and the console's address. */
+export function webhookContext(cfg: Config) {
+  return { tailnet: cfg.baseDomain, baseDomain: cfg.baseDomain, publicOrigin: cfg.publicOrigin };
+}
+
+/**
+ * Every admin call as "METHOD /v1/path" → handler: what the admin socket serves (createAdminServer), and what the
+ * remote API (api/) calls in-process, so a change made through either is checked and logged the same way.
+ */
+export function adminRoutes(d: AdminDeps): Routes {
   const log = (c: Call, action: string, target: string, details: Record<string, unknown> = {}) =>
     d.activity.record({ action, actor: c.actor, ip: c.ip, target, details });
 
@@ -159,6 +174,7 @@ export function createAdminServer(d: AdminDeps): http.Server {
         tags: definedTags(c.body.tags),
         expiration: new Date(Date.now() + seconds * 1000),
         createdBy: c.actor,
+        description: optionalText(c.body, 'description', 50) ?? undefined,
       });
       await log(c, 'authkey.create', record.prefix, {
         user: u.name,
@@ -226,7 +242,7 @@ export function createAdminServer(d: AdminDeps): http.Server {
     },
     'DELETE /v1/nodes/:id': async (c) => {
       const n = await d.store.deleteNode(id(c.params[0]));
-      await log(c, 'node.delete', n.givenName, { addresses: [n.ipv4, n.ipv6] });
+      await log(c, 'node.delete', n.givenName, { addresses: [n.ipv4, n.ipv6], nodeId: n.stableId });
       return nodeView(n);
     },
 
@@ -249,7 +265,7 @@ export function createAdminServer(d: AdminDeps): http.Server {
     'POST /v1/pending/:id/approve': async (c) => {
       const u = await findUser(c.body.user);
       const n = await d.registrar.approve(c.params[0], u.id, c.actor);
-      await log(c, 'node.approve', n.givenName, { user: u.name, addresses: [n.ipv4, n.ipv6] });
+      await log(c, 'node.approve', n.givenName, { user: u.name, addresses: [n.ipv4, n.ipv6], nodeId: n.stableId, machineId: n.id });
       return nodeView(n);
     },
     'POST /v1/pending/:id/signin': async (c) => {
@@ -263,6 +279,8 @@ export function createAdminServer(d: AdminDeps): http.Server {
         user: user.name,
         groups: user.idpGroups,
         addresses: [node.ipv4, node.ipv6],
+        nodeId: node.stableId,
+        machineId: node.id,
       });
       return { node: nodeView(node), user };
     },
@@ -273,8 +291,13 @@ export function createAdminServer(d: AdminDeps): http.Server {
     },
     ...policyRoutes({ live: d.policy, store: d.policyStore, file: d.cfg.policyFile, log }),
     ...routeRoutes({ store: d.store, tailnet: d.tailnet, hub: d.hub, log }),
+    ...apiKeyRoutes({ keys: d.apiKeys, log }),
+    ...webhookRoutes({ webhooks: d.webhooks, ctx: webhookContext(d.cfg), log }),
   };
+  return routes;
+}
 
+export function createAdminServer(d: AdminDeps, routes: Routes = adminRoutes(d)): http.Server {
   const compiled = Object.entries(routes).map(([k, h]) => {
     const [method, pattern] = k.split(' ');
     const re = new RegExp(`^${pattern.replace(/:id/g, '([^/]+)')}$`);

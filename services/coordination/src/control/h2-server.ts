@@ -8,8 +8,31 @@ import type { Logger } from '../../../../shared/log.ts';
 import type { Store } from '../state/store.ts';
 import { handleMap } from './map-handler.ts';
 import type { MapHub } from './map-hub.ts';
+import { counter, histogram, secondsSince } from '../../../../shared/metrics.ts';
 import type { Registrar } from './register.ts';
-import type { MapRequest, RegisterRequest } from '../tailcfg/tailcfg.ts';
+
+// Register calls by outcome, and how long each took. A follow-up of an interactive login is held until an operator
+// decides (up to a minute), so "needs_approval" latencies are long by design.
+const registerTotal = counter('hse_register_total', 'Register calls by outcome: authorized, needs_approval, expired, refused, error.', ['outcome']);
+const registerSeconds = histogram(
+  'hse_register_duration_seconds',
+  'Time to answer a register call, by outcome, in seconds.',
+  ['outcome'],
+  [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+);
+
+function registerOutcome(out: RegisterResponse): string {
+  if (out.Error) return 'refused';
+  if (out.AuthURL) return 'needs_approval';
+  if (out.NodeKeyExpired) return 'expired';
+  return 'authorized';
+}
+
+function observeRegister(started: number, outcome: string): void {
+  registerTotal.inc({ outcome });
+  registerSeconds.observe({ outcome }, secondsSince(started));
+}
+import type { MapRequest, RegisterRequest, RegisterResponse } from '../tailcfg/tailcfg.ts';
 
 /** No legitimate register or map request comes near this; it bounds what an unauthenticated peer can make us hold. */
 const BODY_LIMIT = 1024 * 1024;
@@ -96,7 +119,15 @@ export function serveControlConnection(conn: Duplex, info: ConnInfo, deps: Contr
       const body = (await readJson(req)) as RegisterRequest;
       const abort = new AbortController();
       res.on('close', () => abort.abort());
-      const out = await deps.registrar.register({ req: body, machineKey: info.machineKey, clientIp: info.clientIp, signal: abort.signal });
+      const started = performance.now();
+      let out: Awaited<ReturnType<Registrar['register']>>;
+      try {
+        out = await deps.registrar.register({ req: body, machineKey: info.machineKey, clientIp: info.clientIp, signal: abort.signal });
+      } catch (e) {
+        observeRegister(started, 'error');
+        throw e;
+      }
+      observeRegister(started, registerOutcome(out));
       if (res.destroyed || res.writableEnded) return;
       res.writeHead(200, { 'content-type': 'application/json; charset=utf-8' });
       res.end(JSON.stringify(out));

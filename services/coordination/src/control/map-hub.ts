@@ -26,6 +26,7 @@ import { buildDnsConfig } from '../map/dns-config.ts';
 import type { Store } from '../state/store.ts';
 import type { Tailnet } from '../state/tailnet.ts';
 import { MapSession } from './map-session.ts';
+import type { ActivityLog } from '../../../../shared/activity.ts';
 
 const EXPIRY_CHECK_MS = 15_000;
 /**
@@ -48,6 +49,8 @@ export interface MapHubDeps {
   log: Logger;
   /** This process's id in presence entries. */
   instance: string;
+  /** Where an ephemeral node's removal is recorded (and so reaches webhooks as nodeDeleted). */
+  activity?: ActivityLog;
 }
 
 export class MapHub {
@@ -398,7 +401,16 @@ export class MapHub {
       if (this.isConnectedHere(node.id) || this.tailnet.online.has(node.id)) return;
       this.d.store
         .deleteNode(node.id)
-        .then(() => this.d.log.info('ephemeral node removed after disconnect', { node: node.givenName, id: node.id }))
+        .then(() => {
+          this.d.log.info('ephemeral node removed after disconnect', { node: node.givenName, id: node.id });
+          return this.d.activity?.record({
+            action: 'node.delete',
+            actor: 'system',
+            ip: '',
+            target: node.givenName,
+            details: { ephemeral: true, nodeId: node.stableId },
+          });
+        })
         .catch((e: Error) => this.d.log.warn('could not remove ephemeral node', { node: node.givenName, error: e.message }));
     }, this.d.cfg.ephemeralTimeoutSeconds * 1000);
     t.unref();

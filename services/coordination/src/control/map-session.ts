@@ -5,6 +5,7 @@
 // stream instead of one per change, while a lone change still leaves at once. A client that stops reading is disconnected once its unsent backlog
 // passes MAX_BACKLOG; it reconnects and gets a fresh full map, which is cheaper than buffering without bound.
 import type { Http2ServerResponse } from 'node:http2';
+import { countedBy } from '../../../../shared/metrics.ts';
 import { encodeJsonFrame } from './map-frame.ts';
 import type { FilterRule, MapResponse, PeerChange, SSHPolicy, UserProfile } from '../tailcfg/tailcfg.ts';
 
@@ -16,6 +17,12 @@ const MAX_BACKLOG = 8 * 1024 * 1024;
  * same timer pass and build the same messages.
  */
 export const BUSY_WINDOW_MS = 100;
+
+// Every message written to a map stream (full maps, deltas, keep-alives), and its bytes as framed on the wire (after
+// zstd when the client asked for it). Plain numbers: the counters read them when scraped.
+const sent = { messages: 0, bytes: 0 };
+countedBy('hse_map_messages_total', 'Map messages (full maps, deltas, keep-alives) written to map streams.', () => sent.messages);
+countedBy('hse_map_sent_bytes_total', 'Bytes of map messages written to map streams, as framed (compressed when the client asked).', () => sent.bytes);
 
 export class MapSession {
   readonly nodeId: number;
@@ -50,7 +57,10 @@ export class MapSession {
   /** Writes a message whose JSON is already built (the full map splices cached peer JSON). */
   sendJson(json: string): void {
     if (this.closed) return;
-    this.res.write(encodeJsonFrame(json, this.compress));
+    const frame = encodeJsonFrame(json, this.compress);
+    sent.messages++;
+    sent.bytes += frame.length;
+    this.res.write(frame);
     if (this.res.writableLength > MAX_BACKLOG) {
       this.close();
       return;

@@ -136,7 +136,7 @@ export class Registrar {
       if (!byKey) return { NodeKeyExpired: true };
       if (byKey.ephemeral) {
         await this.d.store.deleteNode(byKey.id);
-        this.activity('node.logout', byKey, clientIp, { ephemeral: true, removed: true });
+        this.activity('node.logout', byKey, clientIp, { ephemeral: true, removed: true, nodeId: byKey.stableId });
         return { NodeKeyExpired: true, MachineAuthorized: false };
       }
       const n = await this.d.store.updateNode(byKey.id, (x) => ({ ...x, expiry: new Date(now).toISOString() }), true);
@@ -202,6 +202,8 @@ export class Registrar {
       ip: clientIp,
     });
     this.d.log.info('device waiting for approval', { hostname: pending.hostname, ip: clientIp, url: authURL(this.d.cfg, pending.authId) });
+    // In the activity log (and so to webhooks as nodeNeedsApproval) with the link that approves it.
+    this.activity('node.login_pending', { givenName: pending.hostname, hostname: pending.hostname }, clientIp, { url: authURL(this.d.cfg, pending.authId) });
     return { AuthURL: authURL(this.d.cfg, pending.authId) };
   }
 
@@ -257,7 +259,14 @@ export class Registrar {
       authKeyId: key.id,
       registeredBy: 'authkey',
     });
-    this.activity('node.register', node, clientIp, { method: 'pre-auth key', keyPrefix: key.prefix, user: key.userId, ephemeral: node.ephemeral });
+    this.activity('node.register', node, clientIp, {
+      method: 'pre-auth key',
+      keyPrefix: key.prefix,
+      user: key.userId,
+      ephemeral: node.ephemeral,
+      nodeId: node.stableId,
+      machineId: node.id,
+    });
     this.d.log.info('node registered with pre-auth key', { node: node.givenName, id: node.id, ip: clientIp, key: key.prefix });
     return this.authorized(node);
   }

@@ -26,6 +26,8 @@ export interface RouteApprovalDeps {
 export class RouteApprovals {
   private readonly d: RouteApprovalDeps;
   private readonly busy = new Set<number>();
+  /** Per node, the unapproved routes last noted in the activity log (so each change is noted once). */
+  private readonly noted = new Map<number, string>();
 
   constructor(d: RouteApprovalDeps) {
     this.d = d;
@@ -54,13 +56,36 @@ export class RouteApprovals {
     if (this.busy.has(n.id) || !this.d.servesHere(n.id) || !this.d.policy.knows(n.id)) return;
     const policy = this.d.policy.policy;
     const approvals: { prefixes: string[]; rule: string }[] = [];
+    const unapproved: string[] = [];
     for (const prefixes of this.waiting(n)) {
       const rule = policy.autoApprover(n.id, prefixes[0]);
       if (rule) approvals.push({ prefixes, rule });
+      else unapproved.push(prefixes.length === 2 ? 'exit' : prefixes[0]);
     }
+    this.noteWaiting(n, unapproved);
     if (approvals.length === 0) return;
     this.busy.add(n.id);
     void this.approve(n, approvals).finally(() => this.busy.delete(n.id));
+  }
+
+  /**
+   * Routes the node advertises that no rule approves: in the activity log as route.needs_approval (and so to webhooks
+   * as routesNeedApproval) once per change of that set, by the instance serving the node.
+   */
+  private noteWaiting(n: NodeRecord, routes: string[]): void {
+    const key = routes.join(',');
+    if ((this.noted.get(n.id) ?? '') === key) return;
+    this.noted.set(n.id, key);
+    if (routes.length === 0) return;
+    this.d.activity
+      .record({
+        action: 'route.needs_approval',
+        actor: `device:${n.hostname}`,
+        ip: '',
+        target: n.givenName,
+        details: { routes, nodeId: n.stableId, machineId: n.id },
+      })
+      .catch((e: Error) => this.d.log.warn('could not write activity entry', { action: 'route.needs_approval', error: e.message }));
   }
 
   private async approve(n: NodeRecord, approvals: { prefixes: string[]; rule: string }[]): Promise<void> {

@@ -14,6 +14,7 @@
 import { EventEmitter } from 'node:events';
 import type { ActivityLog } from '../../../../shared/activity.ts';
 import type { Logger } from '../../../../shared/log.ts';
+import { histogram } from '../../../../shared/metrics.ts';
 import type { NodeRecord, UserRecord } from '../../../../shared/model.ts';
 import { type CompiledPolicy, compilePolicy, formatPolicyError, type PolicyError, type TailnetSnapshot, type TestResult } from '../policy/index.ts';
 import type { Tailnet } from '../state/tailnet.ts';
@@ -21,6 +22,8 @@ import type { PolicySource, PolicyText } from './policy-source.ts';
 import { effectiveRoutes } from './routes.ts';
 
 const MIN_INTERVAL_MS = 100;
+
+const compileSeconds = histogram('hse_policy_compile_duration_seconds', 'Time to compile the policy in force against the tailnet, in seconds.');
 
 export interface LivePolicyEvents {
   /** A new compiled policy is in force (text or tailnet changed). */
@@ -216,6 +219,7 @@ export class LivePolicy extends EventEmitter<LivePolicyEvents> {
     }
     this.install(r.policy);
     this.lastCompile = Date.now();
+    compileSeconds.observe({}, (this.lastCompile - started) / 1000);
     this.log.debug('policy compiled', { nodes: snapshot.nodes.length, ms: this.lastCompile - started });
   }
 

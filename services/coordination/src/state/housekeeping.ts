@@ -91,6 +91,7 @@ export class Housekeeping {
       try {
         await this.d.store.deleteNode(n.id);
         this.d.log.info('ephemeral node removed after disconnect', { node: n.givenName, id: n.id, by: 'housekeeping' });
+        await this.d.activity.record({ action: 'node.delete', actor: 'system', ip: '', target: n.givenName, details: { ephemeral: true, nodeId: n.stableId } });
       } catch (e) {
         this.d.log.debug('ephemeral node already gone', { id: n.id, error: (e as Error).message });
       }

@@ -405,6 +405,7 @@ export class Store {
     tags?: string[];
     expiration: Date;
     createdBy: string;
+    description?: string;
   }): Promise<{ key: string; record: PreAuthKeyRecord }> {
     if (!(await this.getUser(opts.userId))) throw new HseError(404, `no user with id ${opts.userId}`);
     const id = await this.redis.incr(K.authKeySeq);
@@ -422,6 +423,7 @@ export class Store {
       created: new Date().toISOString(),
       expiration: opts.expiration.toISOString(),
       createdBy: opts.createdBy,
+      ...(opts.description ? { description: opts.description } : {}),
     };
     await this.redis.multi().hset(K.preAuthKeys, String(id), JSON.stringify(record)).hset(K.preAuthKeyByPrefix, prefix, String(id)).exec();
     await this.replicated();
@@ -445,7 +447,8 @@ export class Store {
   async expirePreAuthKey(id: number): Promise<PreAuthKeyRecord> {
     const k = await this.getPreAuthKey(id);
     if (!k) throw new HseError(404, `no pre-auth key with id ${id}`);
-    const next = { ...k, expiration: new Date().toISOString() };
+    const now = new Date().toISOString();
+    const next = { ...k, expiration: now, revoked: k.revoked ?? now };
     await this.redis.hset(K.preAuthKeys, String(id), JSON.stringify(next));
     return next;
   }

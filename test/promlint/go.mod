@@ -1,0 +1,16 @@
+module hse.test/promlint
+
+go 1.24
+
+require (
+	github.com/prometheus/client_golang v1.23.2
+	github.com/prometheus/common v0.66.1
+)
+
+require (
+	github.com/kr/text v0.2.0 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_model v0.6.2 // indirect
+	go.yaml.in/yaml/v2 v2.4.2 // indirect
+	google.golang.org/protobuf v1.36.8 // indirect
+)
