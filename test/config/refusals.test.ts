@@ -63,7 +63,8 @@ for (const [name, env, message] of REFUSED) {
 test('HSE_TRUSTED_PROXIES_ANY=1 allows trusting every address (with a warning)', async (t) => {
   const { proc, cleanup } = await start({ HSE_TRUSTED_PROXIES: '0.0.0.0/0, ::/0', HSE_TRUSTED_PROXIES_ANY: '1' });
   try {
-    await proc.waitFor(/listening on/);
+    // Many routers start at once in this file; on a loaded machine that takes a while.
+    await proc.waitFor(/listening on/, 60_000);
     t.regex(proc.output(), /WARN router: HSE_TRUSTED_PROXIES: "0\.0\.0\.0\/0" is wider than one host/);
     t.is(await proc.stop(), 0);
   } finally {
@@ -74,7 +75,8 @@ test('HSE_TRUSTED_PROXIES_ANY=1 allows trusting every address (with a warning)',
 test('an entry wider than one host starts, with a warning naming it', async (t) => {
   const { proc, cleanup } = await start({ HSE_TRUSTED_PROXIES: '10.0.0.1 10.1.0.0/16' });
   try {
-    await proc.waitFor(/listening on/);
+    // Many routers start at once in this file; on a loaded machine that takes a while.
+    await proc.waitFor(/listening on/, 60_000);
     const warnings = proc
       .output()
       .split('\n')

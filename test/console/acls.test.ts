@@ -97,7 +97,18 @@ test.serial('with no policy, the page says plainly that every device reaches eve
   const nav = /<nav class="nav"[\s\S]*?<\/nav>/.exec(r.body)![0];
   t.deepEqual(
     [...nav.matchAll(/<a href="([^"]+)"/g)].map((m) => m[1]),
-    ['/console/machines', '/console/routes', '/console/users', '/console/keys', '/console/acls', '/console/dns', '/console/logs', '/console/accounts'],
+    [
+      '/console/machines',
+      '/console/routes',
+      '/console/users',
+      '/console/keys',
+      '/console/acls',
+      '/console/dns',
+      '/console/apikeys',
+      '/console/webhooks',
+      '/console/logs',
+      '/console/accounts',
+    ],
   );
   t.regex(nav, /aria-current="page">Access controls</);
 });
