@@ -68,6 +68,7 @@ test('HSE_TRUSTED_PROXIES_ANY=1 allows trusting every address (with a warning)',
     t.regex(proc.output(), /WARN router: HSE_TRUSTED_PROXIES: "0\.0\.0\.0\/0" is wider than one host/);
     t.is(await proc.stop(), 0);
   } finally {
+    await proc.stop();
     cleanup();
   }
 });
@@ -86,6 +87,7 @@ test('an entry wider than one host starts, with a warning naming it', async (t) 
     t.regex(proc.output(), /trustedProxies=10\.0\.0\.1,10\.1\.0\.0\/16/);
     t.is(await proc.stop(), 0);
   } finally {
+    await proc.stop();
     cleanup();
   }
 });
