@@ -307,6 +307,10 @@ export class MapHub {
     const profile = newOwner ? profileOf(this.ctx, n, false) : null;
     // An expired node learns it from its own Node (KeyExpiry in the past) and asks its user to log in again.
     if (full) for (const s of this.selfStreams(n.id)) s.selfChanged(this.selfJson(n));
+    // New endpoints of a node that is offline wait for its "online" patch, which carries them (onOnline): a node
+    // connecting sends its map request (new endpoints) just before its stream marks it online, and two patches per
+    // connecting node to each of its peers doubled the messages of a network coming online.
+    if (!full && !this.tailnet.online.has(n.id)) return;
     const patch = full ? null : toPeerChange(this.ctx, n);
     for (const [s, view] of this.viewersOf(n.id)) {
       if (profile) s.userProfiles([profile]);
@@ -337,7 +341,8 @@ export class MapHub {
   private onOnline(n: NodeRecord): void {
     this.forgetJson(n.id);
     const online = this.tailnet.online.has(n.id);
-    const patch = { NodeID: n.id, Online: online, ...(online || !n.lastSeen ? {} : { LastSeen: n.lastSeen }) };
+    // Coming online, the patch carries the endpoints, disco key and home DERP too (onNode held them back).
+    const patch = online ? toPeerChange(this.ctx, n) : { NodeID: n.id, Online: false, ...(n.lastSeen ? { LastSeen: n.lastSeen } : {}) };
     for (const [s] of this.viewersOf(n.id)) s.peerPatch(patch);
     if (effectiveRoutes(n).length > 0) this.electPrimaries();
   }
