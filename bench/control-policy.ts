@@ -235,6 +235,9 @@ async function inParallel<T>(items: T[], limit: number, fn: (x: T) => Promise<vo
   );
 }
 
+/** A policy change as watched, with the API's time and the CPU seconds the server and the load client spent on it. */
+type Change = Watched & { audience: number; setMs: number; serverCpu: number; clientCpu: number };
+
 interface Run {
   server: ServerName;
   n: number;
@@ -260,8 +263,8 @@ interface Run {
   join: Watched[];
   leave: Watched[];
   joinAudience: number;
-  change1?: Watched & { audience: number; setMs: number };
-  change2?: Watched & { audience: number; setMs: number };
+  change1?: Change;
+  change2?: Change;
   peakRssKiB: number;
   settledRssKiB: number;
   cpuFull: number;
@@ -399,6 +402,8 @@ async function runOne(name: ServerName, plan: PolicyPlan, expected: Int32Array[]
     ] as const) {
       run.stage = `change ${k}`;
       let setMs = NaN;
+      const serverCpu0 = sampleGroup(pids).cpuSeconds;
+      const clientCpu0 = process.cpuUsage();
       const w = await fleet.observe(
         [...audience],
         isViewDelta,
@@ -408,7 +413,8 @@ async function runOne(name: ServerName, plan: PolicyPlan, expected: Int32Array[]
         limitMs,
         2000,
       );
-      const r = { ...w, audience: audience.length, setMs };
+      const cc = process.cpuUsage(clientCpu0);
+      const r = { ...w, audience: audience.length, setMs, serverCpu: sampleGroup(pids).cpuSeconds - serverCpu0, clientCpu: (cc.user + cc.system) / 1e6 };
       if (k === 1) run.change1 = r;
       else run.change2 = r;
       log(`${name} N=${n}: change ${k}: ${audience.length} streams, all in ${fmtMs(w.allMs)} (${w.missing} missing)`);
@@ -535,8 +541,7 @@ for (const runs of all) {
       `${r.server} N=${r.n} (${r.how || 'not started'}; load average ${r.load.toFixed(1)} at its start): ${r.notes.length ? `${r.notes.join('; ')}; ` : ''}` +
         `registered ${r.registered}; nodes without a full map ${r.fullMissing}; full maps whose peers differ from hse's engine ${fmtNum(r.mapsMismatched)}${r.mismatchSamples.length ? ` (e.g. ${r.mismatchSamples.join('; ')})` : ''}; ` +
         `join: ${r.joinAudience} stream deliveries expected, ${j} missing, ${others(r.join)} streams outside the audience told; leave: ${l} missing; ` +
-        `change 1: ${r.change1?.missing ?? '–'} missing, ${r.change1?.others ?? '–'} others with a delta, API ${fmtMs(r.change1?.setMs ?? NaN)}; ` +
-        `change 2: ${r.change2?.missing ?? '–'} missing, ${r.change2?.others ?? '–'} others with a delta, API ${fmtMs(r.change2?.setMs ?? NaN)}; ` +
+        `${[r.change1, r.change2].map((c, k) => `change ${k + 1}: ${c ? `${c.missing} missing, ${c.others} others with a delta, API ${fmtMs(c.setMs)}, CPU s server ${fmtNum(c.serverCpu, 1)} / load client ${fmtNum(c.clientCpu, 1)}` : '–'}; `).join('')}` +
         `streams ended early ${r.streamsEnded}; load client CPU in the full-map phase ${fmtNum(r.clientCpuFull, 1)} s\n`,
     );
   }
