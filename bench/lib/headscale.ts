@@ -25,12 +25,22 @@ export interface Headscale {
   dir: string;
   server: Proc;
   pids(): Record<string, number>;
+  /** Runs its CLI against the running server (over the Unix socket); returns stdout. */
+  cli(...args: string[]): Promise<string>;
   /** Creates the user if needed and a reusable pre-auth key (valid 24 h); returns the key. */
   preAuthKey(user: string, opts?: { ephemeral?: boolean }): Promise<string>;
   stop(): Promise<void>;
 }
 
-function configYaml(o: { dir: string; port: number; metricsPort: number; grpcPort: number; derpFile: string; logLevel: string }): string {
+function configYaml(o: {
+  dir: string;
+  port: number;
+  metricsPort: number;
+  grpcPort: number;
+  derpFile: string;
+  logLevel: string;
+  policyMode: 'file' | 'database';
+}): string {
   return `# Written by bench/lib/headscale.ts for one benchmark run.
 server_url: http://127.0.0.1:${o.port}
 listen_addr: 127.0.0.1:${o.port}
@@ -60,7 +70,7 @@ log:
   level: ${o.logLevel}
   format: text
 policy:
-  mode: file
+  mode: ${o.policyMode}
   path: ""
 dns:
   magic_dns: true
@@ -93,14 +103,18 @@ function derpYaml(d: DerpNodeSpec): string {
 `;
 }
 
-export async function startHeadscale(opts: { derp?: DerpNodeSpec; logLevel?: string } = {}): Promise<Headscale> {
+/** `policyMode: 'database'` lets the policy be set through the API/CLI (`headscale policy set`), as `hse policy set`. */
+export async function startHeadscale(opts: { derp?: DerpNodeSpec; logLevel?: string; policyMode?: 'file' | 'database' } = {}): Promise<Headscale> {
   requirePeer(PEERS.headscale);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-bench-'));
   const [port, metricsPort, grpcPort] = await freePorts(3);
   const derpFile = path.join(dir, 'derp.yaml');
   fs.writeFileSync(derpFile, derpYaml(opts.derp ?? { host: '127.0.0.1', derpPort: 3340, stunPort: -1 }));
   const cfgFile = path.join(dir, 'config.yaml');
-  fs.writeFileSync(cfgFile, configYaml({ dir, port, metricsPort, grpcPort, derpFile, logLevel: opts.logLevel ?? 'info' }));
+  fs.writeFileSync(
+    cfgFile,
+    configYaml({ dir, port, metricsPort, grpcPort, derpFile, logLevel: opts.logLevel ?? 'info', policyMode: opts.policyMode ?? 'file' }),
+  );
   const env = { PATH: process.env.PATH, HOME: dir, HEADSCALE_CONFIG: cfgFile };
   const server = startProcess('headscale', HEADSCALE, ['serve'], { env, cwd: dir, keep: HEAD_AND_TAIL });
   try {
@@ -117,6 +131,7 @@ export async function startHeadscale(opts: { derp?: DerpNodeSpec; logLevel?: str
     dir,
     server,
     pids: () => ({ headscale: server.pid }),
+    cli,
     async preAuthKey(user, o = {}) {
       const list = JSON.parse(await cli('users', 'list', '-o', 'json')) as { id: number | string; name: string }[] | null;
       let u = (list ?? []).find((x) => x.name === user);

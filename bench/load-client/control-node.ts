@@ -4,13 +4,15 @@
 import crypto from 'node:crypto';
 import http2 from 'node:http2';
 import { CAP_VERSION, dial } from './dial.ts';
-import { MapFrameReader, type MapMessage } from './map-frames.ts';
+import { MapFrameReader, type MapMessage, type MessageSize } from './map-frames.ts';
 import { newKeyPair, type KeyPair } from './x25519.ts';
 
 export interface ServerTarget {
   host: string;
   port: number;
   serverKey: Buffer;
+  /** Dial this Unix socket instead of host:port (see dial.ts). */
+  socketPath?: string;
 }
 
 export interface RegisterResult {
@@ -69,7 +71,7 @@ export class ControlNode {
 
   /** Dials /ts2021 and starts HTTP/2 over the Noise stream. */
   async connect(t: ServerTarget): Promise<void> {
-    const d = await dial({ host: t.host, port: t.port, serverKey: t.serverKey, machine: this.machine });
+    const d = await dial({ host: t.host, port: t.port, socketPath: t.socketPath, serverKey: t.serverKey, machine: this.machine });
     void d.early.then((j) => (this.early = j));
     const session = http2.connect(`http://${t.host}:${t.port}`, {
       createConnection: () => d.transport as never,
@@ -138,9 +140,10 @@ export class ControlNode {
 
   /**
    * Opens the long-poll map stream (Stream:true, Compress:"zstd") and calls `onMessage` for every message as it is
-   * decoded, with the time it arrived. Resolves when the response headers are in.
+   * decoded, with the time it arrived and its size (framed as on the wire, and as JSON). Resolves when the response
+   * headers are in.
    */
-  async openMap(onMessage: (m: MapMessage, at: number) => void, onEnd: (why: string) => void = () => {}): Promise<void> {
+  async openMap(onMessage: (m: MapMessage, at: number, size: MessageSize) => void, onEnd: (why: string) => void = () => {}): Promise<void> {
     if (!this.session) throw new Error('not connected');
     const s = this.session.request({ ':method': 'POST', ':path': '/machine/map', 'ts-lb': this.nodeKey });
     this.mapStream = s;
@@ -167,9 +170,9 @@ export class ControlNode {
         s.destroy(e as Error);
         return;
       }
-      for (const m of msgs) {
+      for (const [k, m] of msgs.entries()) {
         if (m.Node && this.id === 0) this.id = m.Node.ID;
-        onMessage(m, at);
+        onMessage(m, at, reader.sizes[k]);
       }
     });
     s.once('close', () => onEnd(`map stream closed (HTTP/2 code ${s.rstCode ?? 0})`));

@@ -26,6 +26,8 @@ export async function fetchServerKey(baseUrl: string, capVersion = CAP_VERSION):
 export interface DialOptions {
   host: string;
   port: number;
+  /** A Unix socket to dial instead of host:port (a service's own socket, behind no proxy); Host still names host:port. */
+  socketPath?: string;
   serverKey: Buffer;
   machine: KeyPair;
   capVersion?: number;
@@ -74,7 +76,7 @@ function readUntil(socket: net.Socket, enough: (b: Buffer) => number | null): Pr
 export async function dial(o: DialOptions): Promise<Dialed> {
   const capVersion = o.capVersion ?? CAP_VERSION;
   const init = initiate(o.machine, o.serverKey, capVersion);
-  const socket = net.connect({ host: o.host, port: o.port, noDelay: true });
+  const socket = o.socketPath ? net.connect({ path: o.socketPath }) : net.connect({ host: o.host, port: o.port, noDelay: true });
   const timer = setTimeout(
     () => socket.destroy(new Error(`ts2021 dial to ${o.host}:${o.port} took longer than ${o.timeoutMs ?? 60_000} ms`)),
     o.timeoutMs ?? 60_000,

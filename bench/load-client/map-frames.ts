@@ -14,6 +14,12 @@ export interface MapMessage {
   [k: string]: unknown;
 }
 
+/** One message's size: framed and compressed as on the wire, and its JSON after decompression. */
+export interface MessageSize {
+  wire: number;
+  json: number;
+}
+
 export class MapFrameReader {
   // Chunks not yet consumed. A full map arrives in many chunks; joining them only once the whole message is there
   // keeps a multi-megabyte map from being copied once per chunk.
@@ -25,6 +31,8 @@ export class MapFrameReader {
   wireBytes = 0;
   /** Bytes of JSON after decompression. */
   jsonBytes = 0;
+  /** The size of each message the last push() returned, in the same order. */
+  sizes: MessageSize[] = [];
 
   constructor(compressed: boolean) {
     this.compressed = compressed;
@@ -36,6 +44,7 @@ export class MapFrameReader {
     this.chunks.push(chunk);
     this.queued += chunk.length;
     const out: MapMessage[] = [];
+    this.sizes = [];
     while (this.queued >= this.need) {
       const buf = this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks);
       this.chunks = [buf];
@@ -47,6 +56,7 @@ export class MapFrameReader {
       const body = buf.subarray(4, 4 + len);
       const json = this.compressed ? zlib.zstdDecompressSync(body) : body;
       this.jsonBytes += json.length;
+      this.sizes.push({ wire: 4 + len, json: json.length });
       out.push(JSON.parse(json.toString('utf8')) as MapMessage);
       const rest = buf.subarray(4 + len);
       this.chunks = rest.length > 0 ? [rest] : [];

@@ -88,11 +88,17 @@ test('map stream: full map first, then joins, endpoint patches, offline and remo
   const b = await join();
   const bId = (await b.register()).User!.ID; // still authorized on a repeat call
   t.truthy(bId);
+  // a learns of b once it is registered, before it has a stream (offline, no endpoints yet).
+  await sa.waitFor((m) => (m.PeersChanged ?? []).some((p) => p.Key === b.nodeKey), 'b registered');
   const sb = b.stream({ Endpoints: ['127.0.0.1:41641'] });
   const bNode = (await sb.waitFor((m) => m.Node !== undefined, 'Node')).Node!;
+  await sa.waitFor((m) => (m.PeersChangedPatch ?? []).some((p) => p.NodeID === bNode.ID && p.Online === true), 'b online');
+  // The endpoints b sent with its stream reach a: b was offline when they arrived, so they come with its "online".
   await sa.waitFor(
-    (m) => (m.PeersChanged ?? []).some((p) => p.ID === bNode.ID) || (m.PeersChangedPatch ?? []).some((p) => p.NodeID === bNode.ID && p.Online === true),
-    'b joining',
+    (m) =>
+      (m.PeersChanged ?? []).some((p) => p.ID === bNode.ID && (p.Endpoints ?? []).includes('127.0.0.1:41641')) ||
+      (m.PeersChangedPatch ?? []).some((p) => p.NodeID === bNode.ID && (p.Endpoints ?? []).includes('127.0.0.1:41641')),
+    "b's endpoints",
   );
 
   // A lite update (no stream) with new endpoints: 200, and a patch reaches a.

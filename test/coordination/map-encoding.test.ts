@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { parseConfig } from '../../shared/config.ts';
 import { defaultDnsSettings } from '../../shared/dns-settings.ts';
 import type { NodeRecord } from '../../shared/model.ts';
-import { decodeMapFrames, encodeJsonFrame, encodeMapFrame } from '../../services/coordination/src/control/map-frame.ts';
+import { decodeMapFrames, encodeJsonFrame, encodeMapFrame, STORE_BELOW } from '../../services/coordination/src/control/map-frame.ts';
 import { buildDerpMap } from '../../services/coordination/src/map/derp-map.ts';
 import { fullMapHead, type MapContext, profilesFor, toTailNode } from '../../services/coordination/src/map/map-builder.ts';
 import { allowAllPolicy } from '../../services/coordination/src/policy/index.ts';
@@ -112,4 +112,18 @@ test('a delta sent to many streams in a row is compressed once; any other messag
   t.not(other, first);
   t.deepEqual(decodeMapFrames(other, true).messages, [{ PeersChangedPatch: [{ NodeID: 8, Online: true }] }]);
   t.deepEqual(decodeMapFrames(encodeJsonFrame(delta, true), true).messages, [JSON.parse(delta)]);
+});
+
+test('small messages go out as stored zstd frames and large ones compressed; both decode to the same JSON', (t) => {
+  for (const size of [20, 255, 256, 257, 1000, STORE_BELOW, STORE_BELOW + 1, 70_000]) {
+    const json = JSON.stringify({ Domain: 'x'.repeat(size - 13) });
+    t.is(json.length, size);
+    const frame = encodeJsonFrame(json, true);
+    const body = frame.subarray(4);
+    t.deepEqual([...body.subarray(0, 4)], [0x28, 0xb5, 0x2f, 0xfd], `zstd magic at ${size} bytes`);
+    // Stored: the frame is the JSON plus a 9- or 10-byte header; compressed: far smaller than the repetitive JSON.
+    if (size <= STORE_BELOW) t.is(body.length, size + (size < 256 ? 9 : 10), `stored at ${size} bytes`);
+    else t.true(body.length < size / 4, `compressed at ${size} bytes`);
+    t.deepEqual(decodeMapFrames(frame, true).messages, [JSON.parse(json)]);
+  }
 });

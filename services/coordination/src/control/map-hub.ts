@@ -27,6 +27,7 @@ import type { Store } from '../state/store.ts';
 import type { Tailnet } from '../state/tailnet.ts';
 import { MapSession } from './map-session.ts';
 import type { ActivityLog } from '../../../../shared/activity.ts';
+import { PeerViewers, SentPeers } from './sent-peers.ts';
 
 const EXPIRY_CHECK_MS = 15_000;
 /**
@@ -38,7 +39,7 @@ const POLICY_WAIT_MS = 5_000;
 /** What a stream was last sent: the view digest, and for each peer the routes key of the Node sent. */
 interface SentView {
   digest: ViewDigest | null;
-  peers: Map<number, string>;
+  peers: SentPeers;
 }
 
 export interface MapHubDeps {
@@ -56,6 +57,8 @@ export interface MapHubDeps {
 export class MapHub {
   private readonly sessions = new Map<number, Set<MapSession>>();
   private readonly sent = new WeakMap<MapSession, SentView>();
+  /** For each node, the streams that have it among their sent peers (kept by SentPeers). */
+  private readonly viewers = new PeerViewers();
   /** Peer Node JSON by node id, then by the routes shown (most nodes have one entry: no routes). */
   private readonly nodeJson = new Map<number, Map<string, string>>();
   private readonly ephemeralTimers = new Map<number, NodeJS.Timeout>();
@@ -222,13 +225,14 @@ export class MapHub {
     session.onClose = () => this.closed(session);
     if (set.size === 1) void this.markOnline(node);
     if (!(await this.untilPolicyKnows(node, () => !session.isClosed))) return session;
-    const view: SentView = { digest: null, peers: new Map() };
+    const view: SentView = { digest: null, peers: new SentPeers(session, this.viewers) };
     this.sent.set(session, view);
     session.sendJson(this.fullMapFor(this.tailnet.nodes.get(node.id) ?? node, view));
     return session;
   }
 
   private closed(session: MapSession): void {
+    this.sent.get(session)?.peers.clear();
     const set = this.sessions.get(session.nodeId);
     if (!set) return;
     set.delete(session);
@@ -236,6 +240,19 @@ export class MapHub {
     this.sessions.delete(session.nodeId);
     const node = this.tailnet.nodes.get(session.nodeId);
     if (node) void this.markOffline(node);
+  }
+
+  /** The node's own streams that have had their full map. */
+  private *selfStreams(nodeId: number): Generator<MapSession> {
+    for (const s of this.sessions.get(nodeId) ?? []) if (this.sent.has(s)) yield s;
+  }
+
+  /** The streams that have `nodeId` among their sent peers, with what they were sent. */
+  private *viewersOf(nodeId: number): Generator<[MapSession, SentView]> {
+    for (const s of this.viewers.of(nodeId)) {
+      const v = this.sent.get(s);
+      if (v && !s.isClosed) yield [s, v];
+    }
   }
 
   /** Every open stream with what it was sent (streams still waiting for their full map are skipped). */
@@ -298,15 +315,11 @@ export class MapHub {
       now: JSON.stringify(Object.fromEntries([...changed].map((id) => [id, this.primaries.of(id)]))),
     });
     for (const id of changed) this.forgetJson(id);
-    for (const [s, view] of this.streams()) {
-      for (const id of changed) {
-        const r = this.tailnet.nodes.get(id);
-        if (!r) continue;
-        if (s.nodeId === id) {
-          s.selfChanged(this.selfJson(r));
-          continue;
-        }
-        if (!view.peers.has(id)) continue;
+    for (const id of changed) {
+      const r = this.tailnet.nodes.get(id);
+      if (!r) continue;
+      for (const s of this.selfStreams(id)) s.selfChanged(this.selfJson(r));
+      for (const [s, view] of this.viewersOf(id)) {
         const { json, key } = this.peerJson(s.nodeId, r);
         if (view.peers.get(id) === key) continue;
         view.peers.set(id, key);
@@ -319,19 +332,21 @@ export class MapHub {
     this.forgetJson(n.id);
     const newOwner = prev !== undefined && (prev.userId !== n.userId || prev.tags.join() !== n.tags.join());
     const profile = newOwner ? profileOf(this.ctx, n, false) : null;
-    for (const [s, view] of this.streams()) {
-      if (s.nodeId === n.id) {
-        // An expired node learns it from its own Node (KeyExpiry in the past) and asks its user to log in again.
-        if (full) s.selfChanged(this.selfJson(n));
-        continue;
-      }
-      if (!view.peers.has(n.id)) continue;
+    // An expired node learns it from its own Node (KeyExpiry in the past) and asks its user to log in again.
+    if (full) for (const s of this.selfStreams(n.id)) s.selfChanged(this.selfJson(n));
+    // New endpoints of a node that is offline wait for its "online" patch, which carries them (onOnline): a node
+    // connecting sends its map request (new endpoints) just before its stream marks it online, and two patches per
+    // connecting node to each of its peers doubled the messages of a network coming online.
+    if (!full && !this.tailnet.online.has(n.id)) return;
+    const patch = full ? null : toPeerChange(this.ctx, n);
+    for (const [s, view] of this.viewersOf(n.id)) {
       if (profile) s.userProfiles([profile]);
-      if (full) {
+      if (patch) s.peerPatch(patch);
+      else {
         const { json, key } = this.peerJson(s.nodeId, n);
         view.peers.set(n.id, key);
         s.peerChanged(n.id, json);
-      } else s.peerPatch(toPeerChange(this.ctx, n));
+      }
     }
     // Routes advertised or approved may have changed (the policy recompiles on its own when they did).
     if (full && (prev === undefined || effectiveRoutes(prev).join() !== effectiveRoutes(n).join())) this.electPrimaries();
@@ -342,19 +357,20 @@ export class MapHub {
     const t = this.ephemeralTimers.get(n.id);
     if (t) clearTimeout(t);
     this.ephemeralTimers.delete(n.id);
-    for (const [s, view] of this.streams()) {
-      if (s.nodeId === n.id) s.close();
-      else if (view.peers.delete(n.id)) s.peerRemoved(n.id);
+    for (const [s, view] of this.viewersOf(n.id)) {
+      view.peers.delete(n.id);
+      s.peerRemoved(n.id);
     }
-    for (const s of this.sessions.get(n.id) ?? []) s.close();
+    for (const s of [...(this.sessions.get(n.id) ?? [])]) s.close();
     this.electPrimaries();
   }
 
   private onOnline(n: NodeRecord): void {
     this.forgetJson(n.id);
     const online = this.tailnet.online.has(n.id);
-    const patch = { NodeID: n.id, Online: online, ...(online || !n.lastSeen ? {} : { LastSeen: n.lastSeen }) };
-    for (const [s, view] of this.streams()) if (view.peers.has(n.id)) s.peerPatch(patch);
+    // Coming online, the patch carries the endpoints, disco key and home DERP too (onNode held them back).
+    const patch = online ? toPeerChange(this.ctx, n) : { NodeID: n.id, Online: false, ...(n.lastSeen ? { LastSeen: n.lastSeen } : {}) };
+    for (const [s] of this.viewersOf(n.id)) s.peerPatch(patch);
     if (effectiveRoutes(n).length > 0) this.electPrimaries();
   }
 

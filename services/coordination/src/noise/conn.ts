@@ -109,8 +109,12 @@ export class NoiseConn extends Duplex {
 
   override _writev(chunks: Array<{ chunk: Buffer }>, cb: (err?: Error | null) => void): void {
     const out: Buffer[] = [];
+    // Sealed as one plaintext: HTTP/2 hands over each frame's 9-byte header and its payload as separate chunks, and a
+    // record per chunk doubled the seals (each a cipher set-up) and the bytes of framing. Records are only framing;
+    // the peer reads one byte stream.
+    const plaintext = chunks.length === 1 ? chunks[0].chunk : Buffer.concat(chunks.map((c) => c.chunk));
     try {
-      for (const { chunk } of chunks) if (chunk.length > 0) sealFrames(this.tx, chunk, out);
+      if (plaintext.length > 0) sealFrames(this.tx, plaintext, out);
     } catch (e) {
       cb(e as Error);
       return;
