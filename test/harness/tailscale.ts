@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { GOBIN, startProcess, type Proc } from './process.ts';
+import { findBinary, GOBIN, startProcess, type Proc } from './process.ts';
 
 const run = promisify(execFile);
 
@@ -24,6 +24,8 @@ export interface TsNodeOptions {
   name: string;
   /** Extra environment for tailscaled (e.g. SSL_CERT_FILE for a test CA, TS_DEBUG_USE_DERP_HTTP for http:// tests). */
   env?: Record<string, string>;
+  /** Run tailscaled inside this network namespace (netns.ts); the CLI still reaches it over its Unix socket. */
+  netns?: string;
 }
 
 export interface TsStatusPeer {
@@ -32,6 +34,14 @@ export interface TsStatusPeer {
   TailscaleIPs: string[];
   Online: boolean;
   ID: string;
+  /** Subnet routes this peer is primary for, as the client was told (absent when none). */
+  PrimaryRoutes?: string[];
+  /** Routes the client would send to this peer (own addresses, primary subnets, exit routes). */
+  AllowedIPs?: string[];
+  /** The peer offers itself as an exit node to this client (both /0 routes in its AllowedIPs). */
+  ExitNodeOption?: boolean;
+  /** This client uses the peer as its exit node. */
+  ExitNode?: boolean;
 }
 
 export interface TsStatus {
@@ -47,11 +57,13 @@ export class TsNode {
   readonly socket: string;
   private proc: Proc | null = null;
   private readonly env: Record<string, string>;
+  private readonly netns: string | null;
 
   constructor(opts: TsNodeOptions) {
     this.name = opts.name;
     this.dir = fs.mkdtempSync(path.join(os.tmpdir(), `hse-ts-${opts.name}-`));
     this.socket = path.join(this.dir, 'tailscaled.sock');
+    this.netns = opts.netns ?? null;
     this.env = {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       HOME: this.dir,
@@ -63,10 +75,14 @@ export class TsNode {
   }
 
   async start(): Promise<void> {
+    // A restart (same state and socket path) must not mistake the last run's socket for the new daemon's.
+    fs.rmSync(this.socket, { force: true });
+    // `ip netns exec` execs tailscaled, so the process stopped later is tailscaled itself.
+    const prefix = this.netns ? ['netns', 'exec', this.netns, TAILSCALED] : [];
     this.proc = startProcess(
       `tailscaled ${this.name}`,
-      TAILSCALED,
-      ['--tun=userspace-networking', `--statedir=${path.join(this.dir, 'state')}`, `--socket=${this.socket}`, '--port=0', '--no-logs-no-support'],
+      this.netns ? this.ipBin() : TAILSCALED,
+      [...prefix, '--tun=userspace-networking', `--statedir=${path.join(this.dir, 'state')}`, `--socket=${this.socket}`, '--port=0', '--no-logs-no-support'],
       // A test reads the log whole (e.g. to check that some error never appeared), so keep a lot of it.
       { env: this.env, keep: { head: 1_000_000, tail: 1_000_000 } },
     );
@@ -83,13 +99,28 @@ export class TsNode {
     return this.log;
   }
 
+  /**
+   * The `tailscale` CLI against this daemon. With a namespace it runs inside it too: some commands act on their own
+   * (`tailscale nc` to an address the daemon does not route dials it from the CLI's process), and those must start
+   * from the node's network, not the machine's.
+   */
   async cli(args: string[], timeoutMs = 60_000): Promise<{ stdout: string; stderr: string }> {
-    return run(TAILSCALE, [`--socket=${this.socket}`, ...args], { env: this.env, timeout: timeoutMs });
+    const argv = [`--socket=${this.socket}`, ...args];
+    if (this.netns) return run(this.ipBin(), ['netns', 'exec', this.netns, TAILSCALE, ...argv], { env: this.env, timeout: timeoutMs });
+    return run(TAILSCALE, argv, { env: this.env, timeout: timeoutMs });
+  }
+
+  private ipBin(): string {
+    const ip = findBinary('ip');
+    if (!ip) throw new Error('iproute2 (ip) not found; apt-get install iproute2');
+    return ip;
   }
 
   /** `tailscale up` that returns when the command finishes (pre-auth key) — or, without a key, runs in background. */
   async up(loginServer: string, extra: string[] = []): Promise<void> {
-    await this.cli(['up', `--login-server=${loginServer}`, `--hostname=${this.name}`, '--accept-dns=false', '--accept-routes=false', ...extra], 90_000);
+    // The CLI refuses a flag given twice: the defaults here give way to the caller's.
+    const defaults = ['--accept-dns=false', '--accept-routes=false'].filter((d) => !extra.some((e) => e.startsWith(d.split('=')[0])));
+    await this.cli(['up', `--login-server=${loginServer}`, `--hostname=${this.name}`, ...defaults, ...extra], 90_000);
   }
 
   /** Starts an interactive `tailscale up` and resolves with the login URL it prints. */
