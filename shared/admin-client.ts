@@ -3,7 +3,7 @@
 import http from 'node:http';
 import type { DnsSettings } from './dns-settings.ts';
 import { HseError } from './errors.ts';
-import type { NodeView, PendingAuth, PreAuthKeyView, ProviderIdentity, UserRecord } from './model.ts';
+import type { NodeView, PendingAuth, PolicyVersion, PreAuthKeyView, ProviderIdentity, Reacher, RouteView, UserRecord } from './model.ts';
 
 /** The coordination service's answer to a refused admin call: its status, its words, and any structured details. */
 export class AdminError extends HseError {}
@@ -43,36 +43,7 @@ export interface PolicyCheck {
   warnings: PolicyProblem[];
 }
 
-export interface PolicyVersionView {
-  version: number;
-  text: string;
-  actor: string;
-  ip: string;
-  time: string;
-  note?: string;
-}
-
-/** One advertised or approved route of a machine (services/coordination/src/admin/route-routes.ts). */
-export interface RouteView {
-  nodeId: number;
-  node: string;
-  /** A CIDR prefix, or "exit" for the 0.0.0.0/0 + ::/0 pair. */
-  prefix: string;
-  advertised: boolean;
-  approved: boolean;
-  active: boolean;
-  primary: boolean;
-  online: boolean;
-}
-
-/** One line of "who may reach this machine". */
-export interface Reacher {
-  who: string;
-  what: string;
-  origin: string;
-  line: number;
-  text: string;
-}
+export type { PolicyVersion, Reacher, RouteView } from './model.ts';
 
 export class AdminClient {
   readonly socketPath: string;
@@ -192,13 +163,13 @@ export class AdminClient {
     return this.request<PolicyCheck>('POST', '/v1/policy/check', who, { text });
   }
   setPolicy(who: Actor, text: string, ifVersion?: number) {
-    return this.request<PolicyVersionView & { warnings: PolicyProblem[] }>('PUT', '/v1/policy', who, { text, ifVersion });
+    return this.request<PolicyVersion & { warnings: PolicyProblem[] }>('PUT', '/v1/policy', who, { text, ifVersion });
   }
   policyHistory(who: Actor) {
-    return this.request<(PolicyVersionView & { diff: string })[]>('GET', '/v1/policy/history', who);
+    return this.request<(PolicyVersion & { diff: string })[]>('GET', '/v1/policy/history', who);
   }
   revertPolicy(who: Actor, version: number) {
-    return this.request<PolicyVersionView & { warnings: PolicyProblem[] }>('POST', `/v1/policy/revert/${version}`, who);
+    return this.request<PolicyVersion & { warnings: PolicyProblem[] }>('POST', `/v1/policy/revert/${version}`, who);
   }
   getDns(who: Actor) {
     return this.request<DnsSettings>('GET', '/v1/dns', who);

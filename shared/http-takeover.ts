@@ -2,7 +2,8 @@
 // request carries `Upgrade` but its `Connection` lacks "upgrade" (some proxies rewrite Connection; the router tunnels
 // such requests through unchanged): Node then emits 'request', not 'upgrade', and keeps parsing the socket as HTTP —
 // the first Noise or DERP frame would be a parse error and Node would answer it with a 400 in the middle of the
-// stream. Used by the coordination service (/ts2021) and the relay (/derp).
+// stream. Used by the coordination service (/ts2021), the relay (/derp), and the router once a service has answered
+// such a request with 101 (the router then owns the raw bytes both ways).
 //
 // Node has no public API for this, so we undo what the server set up in its connection listener, the same steps it
 // takes itself before emitting 'upgrade' (stop the parser consuming the socket, drop its listeners, forget the
@@ -35,9 +36,10 @@ const SERVER_LISTENERS: Record<string, string[]> = {
 
 export function takeOverRequestSocket(req: IncomingMessage): net.Socket | null {
   const socket = req.socket as ServerSocket;
-  // A request body would still be in the parser's hands; neither the control protocol nor DERP sends one.
+  // A body not yet read would still be in the parser's hands. Neither the control protocol nor DERP sends one; the
+  // router forwards an upgrade's body to the service before its 101, so the request is complete by then.
   const length = req.headers['content-length'];
-  if (req.headers['transfer-encoding'] || (length !== undefined && length !== '0')) return null;
+  if (!req.complete && (req.headers['transfer-encoding'] || (length !== undefined && length !== '0'))) return null;
   const parser = socket.parser;
   if (!parser || typeof parser.unconsume !== 'function') return null;
   const res = socket._httpMessage;

@@ -144,3 +144,46 @@ export function isExpired(n: Pick<NodeRecord, 'expiry'>, now = Date.now()): bool
 export function nodeFqdn(baseDomain: string, n: Pick<NodeRecord, 'givenName'>): string {
   return `${n.givenName}.${baseDomain}.`;
 }
+
+// ---- what the admin API answers about the policy and routes (services/coordination/src/admin/) ---------------------
+
+/** One saved version of the tailnet policy (state/policy-store.ts). */
+export interface PolicyVersion {
+  version: number;
+  text: string;
+  /** Console account, "cli", "api:<key description>", or "system". */
+  actor: string;
+  ip: string;
+  /** ISO 8601 UTC. */
+  time: string;
+  /** Why, when it is not a plain edit, e.g. "revert to version 3". */
+  note?: string;
+}
+
+/** One line of "who may reach this machine", for the console's machine page and `hse nodes access`. */
+export interface Reacher {
+  /** Who: the rule's sources as written ("group:eng", "alice@", "*"), or "alice@'s own devices" for autogroup:self. */
+  who: string;
+  /** What, in words: "tcp 22, 443", "tcp/udp every port", "ssh as root, ubuntu", "capability example.com/cap/x". */
+  what: string;
+  /** The rule it comes from ("acls[3]", "grants[0]", "ssh[1]") and its line. */
+  origin: string;
+  line: number;
+  /** who → what, as the console prints it. */
+  text: string;
+}
+
+/** One advertised or approved route of a machine, as the console and the CLI list them. */
+export interface RouteView {
+  nodeId: number;
+  node: string;
+  /** A CIDR prefix, or "exit" for the 0.0.0.0/0 + ::/0 pair. */
+  prefix: string;
+  advertised: boolean;
+  approved: boolean;
+  /** Advertised and approved: peers allowed by the policy get it. */
+  active: boolean;
+  /** This machine is the one peers route the subnet through (exit routes are never primary). */
+  primary: boolean;
+  online: boolean;
+}

@@ -72,6 +72,9 @@ export function runService(name: ProcessName, start: (ctx: ServiceContext) => Pr
   let running: RunningService | null = null;
   let stopping = false;
 
+  // Output that can no longer be written (the supervisor's pipe closed) is no reason to stop serving, and a write error
+  // reported as a crash would be written to the same closed pipe again: ignore it.
+  for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
   process.on('uncaughtException', (e: Error) => {
     log.error('unexpected error; exiting so the supervisor restarts this process', { error: e.stack ?? e.message });
     process.exit(1);

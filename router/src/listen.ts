@@ -1,10 +1,11 @@
 // Binding a server the router is attached to, with the exit status the supervisor needs: a failure the operator must
-// fix (no permission for the port, an address this host does not have) exits 2 so pm2 leaves it stopped
-// (ecosystem.config.js, stop_exit_codes); a port still held by another process exits 1 and is retried with backoff.
+// fix (no permission for the port, an address this host does not have) is a StartupError — one line, exit 2, which pm2
+// leaves stopped (shared/service.ts); a port still held by another process is an ordinary error — exit 1, retried.
 import fs from 'node:fs';
 import type http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
+import { StartupError } from '../../shared/errors.ts';
 import type { Logger } from '../../shared/log.ts';
 
 const CONFIG_LISTEN_ERRORS = new Set(['EACCES', 'EADDRNOTAVAIL', 'EINVAL']);
@@ -21,15 +22,17 @@ export function urlHost(address: string): string {
   return address.includes(':') ? `[${address}]` : address;
 }
 
-/** Listens, logs "listening on <scheme>://<address>:<port>" with `fields`, or logs why not and exits. */
-export function listenOrExit(server: http.Server, on: ListenOn, log: Logger, fields: Record<string, unknown>): Promise<void> {
+/** Listens and logs "listening on <scheme>://<address>:<port>" with `fields`; rejects saying why not (see above). */
+export function listen(server: http.Server, on: ListenOn, log: Logger, fields: Record<string, unknown>): Promise<void> {
   const where = `${urlHost(on.address)}:${on.port}`;
-  return new Promise((resolve) => {
+  return new Promise((resolve, reject) => {
     server.once('error', (e: NodeJS.ErrnoException) => {
-      log.error(`cannot listen on ${where}: ${e.code ?? e.message}`, {
-        hint: e.code === 'EADDRINUSE' ? 'another process holds the port' : 'check the port and HSE_LISTEN_ADDRESS/HSE_PROXY_BIND',
-      });
-      process.exit(e.code !== undefined && CONFIG_LISTEN_ERRORS.has(e.code) ? 2 : 1);
+      if (e.code !== undefined && CONFIG_LISTEN_ERRORS.has(e.code)) {
+        reject(new StartupError('HSE_LISTEN_ADDRESS', `cannot listen on ${where}: ${e.code}; check the port and HSE_LISTEN_ADDRESS/HSE_PROXY_BIND`));
+        return;
+      }
+      log.error(`cannot listen on ${where}: ${e.code ?? e.message}`, { hint: e.code === 'EADDRINUSE' ? 'another process holds the port' : undefined });
+      reject(new Error(`cannot listen on ${where}: ${e.code ?? e.message}`));
     });
     server.listen(on.port, on.address, () => {
       log.info(`listening on ${on.scheme}://${where}`, fields);
@@ -74,15 +77,14 @@ function socketAlive(file: string): Promise<boolean> {
 }
 
 /**
- * Listens on HSE_LISTEN_SOCKET with its group and mode, or logs why not and exits: 2 for what the operator must fix
- * (no directory, a file that is not a socket, an unknown group, no permission), 1 when another router is still
- * listening there (retried). The socket is created owner-only and only then given its group and mode, so there is no
- * moment in which others could connect.
+ * Listens on HSE_LISTEN_SOCKET with its group and mode, or rejects saying why: a StartupError (exit 2) for what the
+ * operator must fix (no directory, a file that is not a socket, an unknown group, no permission), an ordinary error
+ * (exit 1, retried) when another router is still listening there. The socket is created owner-only and only then given
+ * its group and mode, so there is no moment in which others could connect.
  */
-export async function listenOnSocketOrExit(server: http.Server, on: SocketListen, log: Logger, fields: Record<string, unknown>): Promise<void> {
+export async function listenOnSocket(server: http.Server, on: SocketListen, log: Logger, fields: Record<string, unknown>): Promise<void> {
   const refuse = (variable: string, reason: string): never => {
-    log.error(`refused configuration: ${variable}: ${reason}`);
-    process.exit(2);
+    throw new StartupError(variable, reason);
   };
   const dir = path.dirname(on.path);
   if (!fs.existsSync(dir)) refuse('HSE_LISTEN_SOCKET', `the directory ${dir} does not exist; create it (for example /run/hse, owned by the user hse runs as)`);
@@ -92,18 +94,16 @@ export async function listenOnSocketOrExit(server: http.Server, on: SocketListen
   const existing = fs.lstatSync(on.path, { throwIfNoEntry: false });
   if (existing && !existing.isSocket()) refuse('HSE_LISTEN_SOCKET', `${on.path} exists and is not a socket; refusing to replace it`);
   if (existing) {
-    if (await socketAlive(on.path)) {
-      log.error(`cannot listen on ${on.path}: another process is listening there`);
-      process.exit(1);
-    }
+    if (await socketAlive(on.path)) throw new Error(`cannot listen on ${on.path}: another process is listening there`);
     fs.rmSync(on.path, { force: true }); // left behind by a router that was killed
   }
-  await new Promise<void>((resolve) => {
+  await new Promise<void>((resolve, reject) => {
     server.once('error', (e: NodeJS.ErrnoException) => {
-      log.error(`cannot listen on ${on.path}: ${e.code ?? e.message}`, {
-        hint: 'check HSE_LISTEN_SOCKET and that this user may create files in its directory',
-      });
-      process.exit(e.code === 'EADDRINUSE' ? 1 : 2);
+      if (e.code === 'EADDRINUSE') reject(new Error(`cannot listen on ${on.path}: EADDRINUSE`));
+      else
+        reject(
+          new StartupError('HSE_LISTEN_SOCKET', `cannot listen on ${on.path}: ${e.code ?? e.message}; check that this user may create files in its directory`),
+        );
     });
     const previous = process.umask(0o177);
     try {

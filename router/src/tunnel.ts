@@ -20,7 +20,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from '../../shared/log.ts';
 import type { ServiceName } from '../../shared/paths.ts';
 import { originForm } from './routes.ts';
-import { takeOverSocket } from './takeover.ts';
+import { takeOverRequestSocket } from '../../shared/http-takeover.ts';
 import { REASONS, upstreamFailure, writeRawResponse } from './unavailable.ts';
 
 export interface Target {
@@ -232,7 +232,14 @@ export function tunnelRequest(req: http.IncomingMessage, res: http.ServerRespons
       upSocket.destroy();
       return;
     }
-    const client = takeOverSocket(req);
+    const client = takeOverRequestSocket(req);
+    if (!client) {
+      // This Node's HTTP internals are not what the takeover expects (test/router/upgrade.test.ts pins them).
+      deps.log.error('cannot take over the client connection after a 101; closing it', { service: target.service });
+      upSocket.destroy();
+      req.socket.destroy();
+      return;
+    }
     client.write(switchingHead(upRes));
     if (upHead.length > 0) client.write(upHead);
     splice(client, upSocket, deps, target.service);

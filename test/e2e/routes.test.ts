@@ -1,12 +1,12 @@
 // Subnet routers and exit nodes with the official Tailscale client (v1.102.3), each tailscaled in a network namespace
-// of its own (test/harness/netns.ts), all reaching the image on the lab's host bridge:
+// of its own (test/harness/netlab.ts), all reaching the image on the host's loopback through netns.ts's bridge:
 //
 //   alice, bob ── (tailnet) ──► router-a  eth1 10.201.0.11 ─┐
 //                               router-b  eth1 10.201.0.12 ─┴─ lan: bridge 10.201.0.2, TCP :8080 "lan saw <from>"
 //                               exit      eth1 10.202.0.1 ──── isp: 10.202.0.2, 198.51.100.2 on lo, TCP :8080
 //
-// The clients' namespaces have no route but to the image, so 10.201.0.2 and 198.51.100.2 are reachable from them only
-// through the tailnet (userspace networking dials a routed address through the tailnet, anything else from the
+// The clients' namespaces have no default route (the image is reached on their loopback), so 10.201.0.2 and
+// 198.51.100.2 are reachable from them only through the tailnet (userspace networking dials a routed address through the tailnet, anything else from the
 // namespace, where it fails at once); the listeners answer with the address the connection came from, so a test sees
 // which router or exit node carried it. The exit node's "internet" address is one hop behind it: an exit node does
 // not forward into networks it is attached to (tailscale ipn/ipnlocal shrinkDefaultRoute).
@@ -19,8 +19,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import test, { type ExecutionContext } from 'ava';
 import { startImage, type Image } from '../harness/image.ts';
-import { Lab, netnsMissing } from '../harness/netns.ts';
-import { freePort, NODE, type Proc, ROOT } from '../harness/process.ts';
+import { Lab, netlabMissing } from '../harness/netlab.ts';
+import { NODE, type Proc, ROOT } from '../harness/process.ts';
 import { haveTailscale, TsNode, type TsStatus, type TsStatusPeer } from '../harness/tailscale.ts';
 
 const exec = promisify(execFile);
@@ -51,13 +51,12 @@ interface RouteView {
   online: boolean;
 }
 
-const missing = !haveTailscale() ? 'tailscaled/tailscale not found; run .ci/run or go install them (see README)' : netnsMissing();
+const missing = !haveTailscale() ? 'tailscaled/tailscale not found; run .ci/run or go install them (see README)' : netlabMissing();
 if (missing) {
   test('subnet routers and exit nodes can be tested here', (t) => t.fail(missing));
 } else {
   let image: Image;
   let lab: Lab;
-  let loginServer: string;
   const nodes = new Map<string, TsNode>();
   const listeners: Proc[] = [];
 
@@ -90,12 +89,13 @@ if (missing) {
   }
 
   /** A tailscaled in a new namespace on the lab bridge, logged in with `authKey`. */
-  async function join(name: string, authKey: string, flags: string[], ns?: string): Promise<TsNode> {
-    const netns = ns ?? (await lab.attach(name)).ns;
-    const n = new TsNode({ name, netns, env: { TS_DEBUG_USE_DERP_HTTP: '1' } });
+  /** A tailscaled in its namespace (made now unless the test made it already), logged in with `authKey`. */
+  async function join(name: string, authKey: string, flags: string[], made = false): Promise<TsNode> {
+    const ns = made ? lab.ns(name) : await lab.namespace(name, image.port);
+    const n = new TsNode({ name, netns: { wrap: ns.wrap }, env: { TS_DEBUG_USE_DERP_HTTP: '1' } });
     nodes.set(name, n);
     await n.start();
-    await n.up(loginServer, [`--auth-key=${authKey}`, ...flags]);
+    await n.up(image.url, [`--auth-key=${authKey}`, ...flags]);
     await n.waitFor((s) => s.BackendState === 'Running', 'running');
     return n;
   }
@@ -136,24 +136,16 @@ if (missing) {
   }
 
   test.before(async () => {
-    lab = await Lab.create();
-    // The image listens on the lab bridge, the one address every namespace reaches (and the host itself).
-    const port = await freePort();
-    loginServer = `http://${lab.hostAddr}:${port}`;
-    image = await startImage({ port, publicUrl: loginServer, env: { HSE_LISTEN_ADDRESS: lab.hostAddr } }).catch(async (e) => {
-      await lab.destroy();
-      throw e;
-    });
-
-    // The LAN behind the subnet routers: a bridge with the listener's address; the routers join it in their tests.
-    const lan = await lab.namespace('lan');
-    await lab.bridge(lan, 'br0', `${LAN_HOST}/24`);
+    lab = Lab.create();
+    image = await startImage({});
+    await lab.namespace('lan');
+    await lab.bridge('lan', 'br0', `${LAN_HOST}/24`);
     // The "internet" behind the exit node: one hop away, the address on the far side's loopback.
-    const isp = await lab.namespace('isp');
-    await lab.ipIn(isp, ['addr', 'add', `${INTERNET_HOST}/32`, 'dev', 'lo']);
+    await lab.namespace('isp');
+    await lab.ip('isp', ['addr', 'add', `${INTERNET_HOST}/32`, 'dev', 'lo']);
     for (const [ns, label, addr] of [
-      [lan, 'lan', LAN_HOST],
-      [isp, 'internet', INTERNET_HOST],
+      ['lan', 'lan', LAN_HOST],
+      ['isp', 'internet', INTERNET_HOST],
     ]) {
       const p = lab.start(ns, `listener ${label}`, NODE, ['-e', LISTENER, label, addr, String(PORT)]);
       listeners.push(p);
@@ -173,9 +165,9 @@ if (missing) {
   });
 
   test.serial('a subnet route is used only once approved, and no longer once unapproved', async (t) => {
-    const ra = await lab.attach('router-a');
-    await lab.link(ra.ns, 'eth1', `${ROUTER_LAN_ADDR['router-a']}/24`, lab.nsName('lan'), 'veth-a', { bridge: 'br0' });
-    const routerA = await join('router-a', await key('ops'), [`--advertise-routes=${LAN}`], ra.ns);
+    await lab.namespace('router-a', image.port);
+    await lab.link('router-a', 'eth1', `${ROUTER_LAN_ADDR['router-a']}/24`, 'lan', 'veth-a', { bridge: 'br0' });
+    const routerA = await join('router-a', await key('ops'), [`--advertise-routes=${LAN}`], true);
     const alice = await join('alice', await key('alice'), ['--accept-routes']);
 
     const pending = await routeOf('router-a', LAN);
@@ -210,9 +202,9 @@ if (missing) {
       autoApprovers: { routes: { '10.201.0.0/16': ['tag:router'] } },
       acls: [{ action: 'accept', src: ['*'], dst: ['*:*'] }],
     });
-    const rb = await lab.attach('router-b');
-    await lab.link(rb.ns, 'eth1', `${ROUTER_LAN_ADDR['router-b']}/24`, lab.nsName('lan'), 'veth-b', { bridge: 'br0' });
-    await join('router-b', await key('ops', 'tag:router'), [`--advertise-routes=${LAN}`], rb.ns);
+    await lab.namespace('router-b', image.port);
+    await lab.link('router-b', 'eth1', `${ROUTER_LAN_ADDR['router-b']}/24`, 'lan', 'veth-b', { bridge: 'br0' });
+    await join('router-b', await key('ops', 'tag:router'), [`--advertise-routes=${LAN}`], true);
 
     const r = await routeOf('router-b', LAN);
     t.like(r, { advertised: true, approved: true, active: true }, JSON.stringify(r));
@@ -274,11 +266,10 @@ if (missing) {
 
   test.serial('an approved exit node is offered to the client, and its traffic to the internet leaves through it', async (t) => {
     const alice = nodes.get('alice')!;
-    const ex = await lab.attach('exit');
-    const isp = lab.nsName('isp');
-    await lab.link(ex.ns, 'eth1', '10.202.0.1/30', isp, 'eth1', '10.202.0.2/30');
-    await lab.ipIn(ex.ns, ['route', 'add', `${INTERNET_HOST}/32`, 'via', '10.202.0.2']);
-    const exit = await join('exit', await key('ops'), ['--advertise-exit-node'], ex.ns);
+    await lab.namespace('exit', image.port);
+    await lab.link('exit', 'eth1', '10.202.0.1/30', 'isp', 'eth1', '10.202.0.2/30');
+    await lab.ip('exit', ['route', 'add', `${INTERNET_HOST}/32`, 'via', '10.202.0.2']);
+    const exit = await join('exit', await key('ops'), ['--advertise-exit-node'], true);
     const exitIp = (await exit.status()).Self.TailscaleIPs.find((a) => a.includes('.'))!;
 
     await alice.waitFor((x) => peer(x, 'exit')?.Online === true, 'the exit node online');

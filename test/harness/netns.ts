@@ -1,251 +1,111 @@
-// Test hosts in network namespaces of their own (iproute2's `ip netns`, veth pairs, bridges), for tests where what
-// crosses a network matters: a Tailscale subnet router in front of a LAN, an exit node in front of an "internet", a
-// client that must not reach either except through the tailnet.
+// A private network namespace for one test, for the few client features that need a real TUN device (an official
+// client in userspace networking cannot reach its own 100.100.100.100 services from the host: the Taildrive WebDAV
+// server on 100.100.100.100:8080 is one). The namespace has its loopback and an uplink to nowhere; nothing is added to the
+// host's interfaces or routes. The image's router (on the host's 127.0.0.1) is reached from inside through a bridge made of
+// a Unix socket — file system paths are shared across namespaces — so a client in the namespace uses the same login
+// server URL, http://127.0.0.1:<port>, as the clients outside:
 //
-//          host namespace
-//   ┌──────────────────────────────────────┐
-//   │ bridge hb<tag>, 10.X.0.1/24  ◄── the image listens here (HSE_LISTEN_ADDRESS)
-//   └──┬──────────────┬──────────────┬─────┘
-//      │ veth         │ veth         │ veth          each attached namespace: eth0 10.X.0.<10+i>/24
-//   ┌──┴───┐      ┌───┴───┐      ┌───┴────┐        and a connected route to 10.X.0.0/24, nothing else:
-//   │client│      │router │──────│  lan   │        no default route, so an address that is not routed through
-//   └──────┘      └───────┘ link └────────┘        the tailnet is unreachable (ENETUNREACH), never sent to the
-//                                                  machine's real network.
-// Namespaces linked with `link` (veth) or joined on a bridge inside one of them (`bridge`) form the networks behind
-// the routers. Everything the lab creates carries its tag in the name; `destroy` removes it, and so does a later
-// lab for labs whose process died without cleaning up (the process id is in the namespace's name).
+//   namespace 127.0.0.1:<port> ──(forwarder inside)──► /tmp/…/bridge.sock ──(forwarder here)──► host 127.0.0.1:<port>
 //
-// Needs root and iproute2 (`.ci/run` installs it). Only the addresses made here are ever used.
-import { execFile, execFileSync } from 'node:child_process';
-import crypto from 'node:crypto';
+// Only TCP crosses (control, DERP over HTTP); STUN does not, which relay-only clients do not need. Needs root
+// (ip netns) and /dev/net/tun, as .ci/run gives.
+import { execFile } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import { promisify } from 'node:util';
-import { findBinary, type Proc, type StartOptions, startProcess } from './process.ts';
+import { NODE, type Proc, startProcess } from './process.ts';
 
 const run = promisify(execFile);
 
-const NS_PREFIX = 'hsetest';
-
-/** What is missing to run namespace tests here, as one sentence; null when they can run. */
-export function netnsMissing(): string | null {
-  if (process.getuid?.() !== 0) return 'network namespace tests need root (ip netns add)';
-  if (!findBinary('ip')) return 'iproute2 (ip) not found; apt-get install iproute2';
-  return null;
+export interface Netns {
+  name: string;
+  /** argv prefix running a program inside the namespace: [...netns.wrap, program, ...args]. */
+  wrap: string[];
+  /** Runs a program inside the namespace to completion. */
+  exec(cmd: string, args: string[], timeoutMs?: number): Promise<{ stdout: string; stderr: string }>;
+  /** Makes the host's 127.0.0.1:<port> reachable as 127.0.0.1:<port> inside the namespace. */
+  bridgeTcp(port: number): Promise<void>;
+  destroy(): Promise<void>;
 }
 
-function ipBin(): string {
-  const ip = findBinary('ip');
-  if (!ip) throw new Error('iproute2 (ip) not found; apt-get install iproute2');
-  return ip;
+/** Whether this machine can give a test a namespace with a TUN device (root, `ip`, /dev/net/tun). */
+export function canUseNetns(): boolean {
+  return process.getuid?.() === 0 && fs.existsSync('/dev/net/tun') && ['/usr/sbin/ip', '/sbin/ip', '/usr/bin/ip', '/bin/ip'].some((p) => fs.existsSync(p));
 }
 
-async function ip(args: string[]): Promise<string> {
-  try {
-    return (await run(ipBin(), args, { timeout: 20_000 })).stdout;
-  } catch (e) {
-    const err = e as { stderr?: string; message: string };
-    throw new Error(`ip ${args.join(' ')} failed: ${(err.stderr ?? err.message).trim()}`);
-  }
-}
+// The forwarder inside the namespace: every connection to 127.0.0.1:<port> is piped to the Unix socket.
+const INSIDE = `
+const net = require('node:net');
+const [port, sock] = process.argv.slice(1);
+net.createServer((c) => {
+  const u = net.connect(sock);
+  c.pipe(u).pipe(c);
+  const end = () => { c.destroy(); u.destroy(); };
+  c.on('error', end); u.on('error', end); c.on('close', end); u.on('close', end);
+}).listen(Number(port), '127.0.0.1', () => console.log('bridge listening'));
+`;
 
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-/** Namespace names of labs whose process is gone, and their tags. */
-function staleLabs(): { ns: string[]; tags: Set<string> } {
-  const ns: string[] = [];
-  const tags = new Set<string>();
-  let names: string[] = [];
-  try {
-    names = fs.readdirSync('/var/run/netns');
-  } catch {
-    return { ns, tags };
-  }
-  for (const n of names) {
-    const m = n.match(new RegExp(`^${NS_PREFIX}-(\\d+)-([a-z0-9]+)-`));
-    if (!m || pidAlive(Number(m[1]))) continue;
-    ns.push(n);
-    tags.add(m[2]);
-  }
-  return { ns, tags };
-}
-
-/** Removes a namespace: the processes still in it (only ever ones a lab started) first, then the name. */
-function removeNamespaceSync(ns: string): void {
-  try {
-    const pids = execFileSync(ipBin(), ['netns', 'pids', ns], { encoding: 'utf8' }).split(/\s+/).filter(Boolean);
-    for (const p of pids) {
-      try {
-        process.kill(Number(p), 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    }
-  } catch {
-    // the namespace is already gone
-  }
-  try {
-    execFileSync(ipBin(), ['netns', 'del', ns], { stdio: 'ignore' });
-  } catch {
-    // already gone
-  }
-}
-
-function removeLinkSync(name: string): void {
-  try {
-    execFileSync(ipBin(), ['link', 'del', name], { stdio: 'ignore' });
-  } catch {
-    // already gone (a veth goes with its peer's namespace)
-  }
-}
-
-/** Host links whose names carry one of the tags. */
-function hostLinksOf(tags: Set<string>): string[] {
-  let out = '';
-  try {
-    out = execFileSync(ipBin(), ['-o', 'link', 'show'], { encoding: 'utf8' });
-  } catch {
-    return [];
-  }
-  const names: string[] = [];
-  for (const line of out.split('\n')) {
-    const m = line.match(/^\d+:\s+([^:@\s]+)/);
-    if (!m) continue;
-    for (const t of tags) if (m[1] === `hb${t}` || m[1].startsWith(`hv${t}`) || m[1].startsWith(`hl${t}`)) names.push(m[1]);
-  }
-  return names;
-}
-
-/** A second octet for the lab's host bridge that no route of the host uses yet. */
-async function freeHostSubnet(): Promise<number> {
-  const routes = await ip(['-4', 'route', 'show', 'table', 'all']);
-  const used = new Set<number>();
-  for (const m of routes.matchAll(/\b10\.(\d+)\.\d+\.\d+/g)) used.add(Number(m[1]));
-  const start = 210 + crypto.randomInt(40);
-  for (let k = 0; k < 40; k++) {
-    const b = 210 + ((start - 210 + k) % 40);
-    if (!used.has(b)) return b;
-  }
-  throw new Error('no free 10.210-249.0.0/24 subnet for the lab bridge on this host');
-}
-
-export class Lab {
-  readonly tag: string;
-  /** The host's address on the lab bridge: every attached namespace reaches it. */
-  readonly hostAddr: string;
-  private readonly octet: number;
-  private readonly namespaces: string[] = [];
-  private attached = 0;
-  private links = 0;
-  private destroyed = false;
-  private readonly onExit = () => this.destroySync();
-
-  private constructor(tag: string, octet: number) {
-    this.tag = tag;
-    this.octet = octet;
-    this.hostAddr = `10.${octet}.0.1`;
-  }
-
-  /** Creates the host bridge (after removing what dead labs left behind). */
-  static async create(): Promise<Lab> {
-    const missing = netnsMissing();
-    if (missing) throw new Error(missing);
-    const stale = staleLabs();
-    for (const ns of stale.ns) removeNamespaceSync(ns);
-    for (const l of hostLinksOf(stale.tags)) removeLinkSync(l);
-    const lab = new Lab(crypto.randomBytes(3).toString('hex'), await freeHostSubnet());
-    process.on('exit', lab.onExit);
-    try {
-      const br = `hb${lab.tag}`;
-      await ip(['link', 'add', br, 'type', 'bridge']);
-      await ip(['addr', 'add', `${lab.hostAddr}/24`, 'dev', br]);
-      await ip(['link', 'set', br, 'up']);
-    } catch (e) {
-      lab.destroySync();
-      throw e;
-    }
-    return lab;
-  }
-
-  /** The full name of the lab's namespace `name`. */
-  nsName(name: string): string {
-    return `${NS_PREFIX}-${process.pid}-${this.tag}-${name}`;
-  }
-
-  /** A new namespace with loopback up and nothing else. */
-  async namespace(name: string): Promise<string> {
-    const ns = this.nsName(name);
-    await ip(['netns', 'add', ns]);
-    this.namespaces.push(ns);
-    await ip(['-n', ns, 'link', 'set', 'lo', 'up']);
-    return ns;
-  }
-
-  /** A new namespace attached to the host bridge (eth0); returns its name and its address there. */
-  async attach(name: string): Promise<{ ns: string; addr: string }> {
-    const ns = await this.namespace(name);
-    const i = this.attached++;
-    const hostEnd = `hv${this.tag}${i}`;
-    const addr = `10.${this.octet}.0.${10 + i}`;
-    await ip(['link', 'add', hostEnd, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns]);
-    await ip(['link', 'set', hostEnd, 'master', `hb${this.tag}`]);
-    await ip(['link', 'set', hostEnd, 'up']);
-    await ip(['-n', ns, 'addr', 'add', `${addr}/24`, 'dev', 'eth0']);
-    await ip(['-n', ns, 'link', 'set', 'eth0', 'up']);
-    return { ns, addr };
-  }
-
+export interface NetnsOptions {
   /**
-   * A veth pair between two namespaces: `a` gets interface `ifA` with `addrA` (CIDR), `b` gets `ifB` with `addrB`
-   * (or, with `bridgeB`, the interface joins that bridge in b and carries no address).
+   * A default route over the uplink (default true). Without it, an address no route inside covers is unreachable
+   * (ENETUNREACH at once) instead of vanishing down the link to nowhere: what tests of routing need, to tell "not
+   * routed" from "routed and dropped".
    */
-  async link(a: string, ifA: string, addrA: string, b: string, ifB: string, addrB: string | { bridge: string }): Promise<void> {
-    const i = this.links++;
-    const ta = `hl${this.tag}${i}a`;
-    const tb = `hl${this.tag}${i}b`;
-    await ip(['link', 'add', ta, 'netns', a, 'type', 'veth', 'peer', 'name', tb, 'netns', b]);
-    await ip(['-n', a, 'link', 'set', ta, 'name', ifA]);
-    await ip(['-n', b, 'link', 'set', tb, 'name', ifB]);
-    await ip(['-n', a, 'addr', 'add', addrA, 'dev', ifA]);
-    if (typeof addrB === 'string') await ip(['-n', b, 'addr', 'add', addrB, 'dev', ifB]);
-    else await ip(['-n', b, 'link', 'set', ifB, 'master', addrB.bridge]);
-    await ip(['-n', a, 'link', 'set', ifA, 'up']);
-    await ip(['-n', b, 'link', 'set', ifB, 'up']);
-  }
+  defaultRoute?: boolean;
+}
 
-  /** A bridge inside a namespace, with an address of its own (the LAN's host). */
-  async bridge(ns: string, name: string, addr: string): Promise<void> {
-    await ip(['-n', ns, 'link', 'add', name, 'type', 'bridge']);
-    await ip(['-n', ns, 'addr', 'add', addr, 'dev', name]);
-    await ip(['-n', ns, 'link', 'set', name, 'up']);
+export async function createNetns(label: string, opts: NetnsOptions = {}): Promise<Netns> {
+  const name = `hse-${label}-${process.pid}-${Math.random().toString(36).slice(2, 6)}`;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `hse-netns-${label}-`));
+  await run('ip', ['netns', 'add', name]);
+  const wrap = ['ip', 'netns', 'exec', name];
+  const procs: Proc[] = [];
+  const servers: net.Server[] = [];
+  const ns: Netns = {
+    name,
+    wrap,
+    exec: (cmd, args, timeoutMs = 30_000) => run(wrap[0], [...wrap.slice(1), cmd, ...args], { timeout: timeoutMs }),
+    async bridgeTcp(port) {
+      const sock = path.join(dir, `bridge-${port}.sock`);
+      const server = net.createServer((u) => {
+        const c = net.connect(port, '127.0.0.1');
+        u.pipe(c).pipe(u);
+        const end = () => {
+          u.destroy();
+          c.destroy();
+        };
+        u.on('error', end);
+        c.on('error', end);
+        u.on('close', end);
+        c.on('close', end);
+      });
+      await new Promise<void>((resolve, reject) => server.once('error', reject).listen(sock, resolve));
+      servers.push(server);
+      const p = startProcess(`bridge ${port} in ${name}`, wrap[0], [...wrap.slice(1), NODE, '-e', INSIDE, String(port), sock]);
+      procs.push(p);
+      await p.waitFor(/bridge listening/, 15_000);
+    },
+    async destroy() {
+      for (const p of procs) await p.stop();
+      for (const s of servers) await new Promise((r) => s.close(r));
+      await run('ip', ['netns', 'del', name]).catch(() => undefined);
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  try {
+    await ns.exec('ip', ['link', 'set', 'lo', 'up']);
+    // A client that sees no interface but loopback and no default route thinks the network is down and never logs
+    // in: a veth pair with both ends inside (a link to nowhere) and a default route over it make it look connected.
+    await ns.exec('ip', ['link', 'add', 'uplink0', 'type', 'veth', 'peer', 'name', 'uplink1']);
+    await ns.exec('ip', ['addr', 'add', '192.0.2.10/24', 'dev', 'uplink0']);
+    await ns.exec('ip', ['link', 'set', 'uplink0', 'up']);
+    await ns.exec('ip', ['link', 'set', 'uplink1', 'up']);
+    if (opts.defaultRoute !== false) await ns.exec('ip', ['route', 'add', 'default', 'via', '192.0.2.1', 'dev', 'uplink0']);
+  } catch (e) {
+    await ns.destroy();
+    throw e;
   }
-
-  /** `ip -n ns …`: routes, addresses. */
-  async ipIn(ns: string, args: string[]): Promise<string> {
-    return ip(['-n', ns, ...args]);
-  }
-
-  /** Starts a program inside the namespace (`ip netns exec` execs it, so the process is the program itself). */
-  start(ns: string, name: string, cmd: string, args: string[], opts: StartOptions = {}): Proc {
-    return startProcess(name, ipBin(), ['netns', 'exec', ns, cmd, ...args], opts);
-  }
-
-  /** Removes every namespace and host link of the lab (the processes still inside them are killed). */
-  async destroy(): Promise<void> {
-    this.destroySync();
-  }
-
-  private destroySync(): void {
-    if (this.destroyed) return;
-    this.destroyed = true;
-    process.off('exit', this.onExit);
-    for (const ns of this.namespaces.reverse()) removeNamespaceSync(ns);
-    for (const l of hostLinksOf(new Set([this.tag]))) removeLinkSync(l);
-  }
+  return ns;
 }

@@ -2,13 +2,13 @@
 // test peer: userspace networking (no TUN, no root routes), its own state and socket directory, several per machine.
 // Environment knobs keep it on loopback: relay-only paths (no direct UDP to the machine's other addresses), no port
 // mapping probes to the LAN gateway, no log uploads.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { findBinary, GOBIN, startProcess, type Proc } from './process.ts';
+import { GOBIN, startProcess, type Proc } from './process.ts';
 
 const run = promisify(execFile);
 
@@ -24,8 +24,19 @@ export interface TsNodeOptions {
   name: string;
   /** Extra environment for tailscaled (e.g. SSL_CERT_FILE for a test CA, TS_DEBUG_USE_DERP_HTTP for http:// tests). */
   env?: Record<string, string>;
-  /** Run tailscaled inside this network namespace (netns.ts); the CLI still reaches it over its Unix socket. */
-  netns?: string;
+  /**
+   * A real TUN device of this name instead of userspace networking — only inside a network namespace of the test's own
+   * (netns.ts), given here as its argv prefix, so the host's routes are never touched.
+   */
+  tun?: { name: string; wrap: string[] };
+  /** Extra tailscaled flags (e.g. --outbound-http-proxy-listen=127.0.0.1:PORT). */
+  daemonArgs?: string[];
+  /**
+   * Userspace networking inside a network namespace of the test's own (netlab.ts), given as its argv prefix:
+   * tailscaled runs there, and so does the CLI, because some commands act on their own — `tailscale nc` to an
+   * address the daemon does not route dials it from the CLI's process — and must start from the node's network.
+   */
+  netns?: { wrap: string[] };
 }
 
 export interface TsStatusPeer {
@@ -57,13 +68,13 @@ export class TsNode {
   readonly socket: string;
   private proc: Proc | null = null;
   private readonly env: Record<string, string>;
-  private readonly netns: string | null;
+  private readonly opts: TsNodeOptions;
 
   constructor(opts: TsNodeOptions) {
+    this.opts = opts;
     this.name = opts.name;
     this.dir = fs.mkdtempSync(path.join(os.tmpdir(), `hse-ts-${opts.name}-`));
     this.socket = path.join(this.dir, 'tailscaled.sock');
-    this.netns = opts.netns ?? null;
     this.env = {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       HOME: this.dir,
@@ -77,12 +88,21 @@ export class TsNode {
   async start(): Promise<void> {
     // A restart (same state and socket path) must not mistake the last run's socket for the new daemon's.
     fs.rmSync(this.socket, { force: true });
-    // `ip netns exec` execs tailscaled, so the process stopped later is tailscaled itself.
-    const prefix = this.netns ? ['netns', 'exec', this.netns, TAILSCALED] : [];
+    const tun = this.opts.tun;
+    // The namespace's `ip netns exec` execs tailscaled, so the process stopped later is tailscaled itself.
+    const wrap = tun?.wrap ?? this.opts.netns?.wrap;
+    const args = [
+      `--tun=${tun ? tun.name : 'userspace-networking'}`,
+      `--statedir=${path.join(this.dir, 'state')}`,
+      `--socket=${this.socket}`,
+      '--port=0',
+      '--no-logs-no-support',
+      ...(this.opts.daemonArgs ?? []),
+    ];
     this.proc = startProcess(
       `tailscaled ${this.name}`,
-      this.netns ? this.ipBin() : TAILSCALED,
-      [...prefix, '--tun=userspace-networking', `--statedir=${path.join(this.dir, 'state')}`, `--socket=${this.socket}`, '--port=0', '--no-logs-no-support'],
+      wrap ? wrap[0] : TAILSCALED,
+      wrap ? [...wrap.slice(1), TAILSCALED, ...args] : args,
       // A test reads the log whole (e.g. to check that some error never appeared), so keep a lot of it.
       { env: this.env, keep: { head: 1_000_000, tail: 1_000_000 } },
     );
@@ -99,21 +119,11 @@ export class TsNode {
     return this.log;
   }
 
-  /**
-   * The `tailscale` CLI against this daemon. With a namespace it runs inside it too: some commands act on their own
-   * (`tailscale nc` to an address the daemon does not route dials it from the CLI's process), and those must start
-   * from the node's network, not the machine's.
-   */
   async cli(args: string[], timeoutMs = 60_000): Promise<{ stdout: string; stderr: string }> {
     const argv = [`--socket=${this.socket}`, ...args];
-    if (this.netns) return run(this.ipBin(), ['netns', 'exec', this.netns, TAILSCALE, ...argv], { env: this.env, timeout: timeoutMs });
+    const wrap = this.opts.netns?.wrap;
+    if (wrap) return run(wrap[0], [...wrap.slice(1), TAILSCALE, ...argv], { env: this.env, timeout: timeoutMs });
     return run(TAILSCALE, argv, { env: this.env, timeout: timeoutMs });
-  }
-
-  private ipBin(): string {
-    const ip = findBinary('ip');
-    if (!ip) throw new Error('iproute2 (ip) not found; apt-get install iproute2');
-    return ip;
   }
 
   /** `tailscale up` that returns when the command finishes (pre-auth key) — or, without a key, runs in background. */
@@ -161,6 +171,34 @@ export class TsNode {
     throw new Error(
       `${this.name}: timed out waiting for ${what}; last status: ${JSON.stringify(last)?.slice(0, 2000)}\n--- tailscaled log tail ---\n${this.log.slice(-6000)}`,
     );
+  }
+
+  /**
+   * Opens a TCP connection through the tailnet with `tailscale nc <ip> <port>`, sends a line and waits for the echo
+   * (test/harness/echo-server.ts answers it). True when the answer came within `timeoutMs`; false when the connection
+   * was refused or dropped — the destination's packet filter drops a SYN it does not admit, so a refused connection
+   * shows as no answer.
+   */
+  async canConnect(ip: string, port: number, timeoutMs = 8000): Promise<boolean> {
+    const nc = spawn(TAILSCALE, [`--socket=${this.socket}`, 'nc', ip, String(port)], { env: this.env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const token = `probe-${Math.random().toString(36).slice(2)}`;
+    return new Promise<boolean>((resolve) => {
+      let got = '';
+      const done = (ok: boolean) => {
+        clearTimeout(timer);
+        nc.kill('SIGKILL');
+        resolve(ok);
+      };
+      const timer = setTimeout(() => done(false), timeoutMs);
+      nc.stdout.on('data', (d: Buffer) => {
+        got += d.toString();
+        if (got.includes(token)) done(true);
+      });
+      nc.on('exit', () => done(got.includes(token)));
+      nc.on('error', () => done(false));
+      nc.stdin.on('error', () => {});
+      nc.stdin.write(`${token}\n`);
+    });
   }
 
   peers(s: TsStatus): TsStatusPeer[] {

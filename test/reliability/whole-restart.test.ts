@@ -40,7 +40,7 @@ test.serial('stop: every Node process drains and exits 0; the router ends stream
 
   // pm2 stops the apps in list order, two at a time: Redis and the router first. The router's drain closes every
   // tunnel with a FIN, so the map streams and relay connections end cleanly before the services get their signal.
-  await logMatches('router', /router: draining signal=SIG(INT|TERM)[^\n]*\n[^\n]*router: stopped clean=true/);
+  await logMatches('router', /router: shutting down signal=SIG(INT|TERM)[^\n]*\n(?:[^\n]*\n)*?[^\n]*router: drained clean=true/);
   await logMatches('coordination', /coordination: shutting down signal=SIG(INT|TERM) streams=\d+/);
   await logMatches('relay', /relay: shutting down signal=SIG(INT|TERM)/);
   await logMatches('console', /console: shutting down signal=SIG(INT|TERM)/);

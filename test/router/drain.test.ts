@@ -24,7 +24,7 @@ test('SIGTERM: in-flight request completes, new connections refused, tunnels clo
     await tunnelGot.head();
 
     router.proc.kill('SIGTERM');
-    await router.waitFor(/draining/);
+    await router.waitFor(/shutting down/);
 
     await t.throwsAsync(connect(rig.image.port), { code: 'ECONNREFUSED' }, 'a new connection is refused');
     await idleGot.closed;
@@ -39,7 +39,7 @@ test('SIGTERM: in-flight request completes, new connections refused, tunnels clo
     await tunnelGot.closed;
 
     t.is(await router.exited(), 0);
-    t.regex(router.output(), /stopped clean=true/);
+    t.regex(router.output(), /drained clean=true/);
   } finally {
     await rig.stop();
   }
@@ -59,4 +59,32 @@ test('SIGTERM with nothing in flight exits 0 at once, closing open tunnels', asy
   } finally {
     await rig.stop();
   }
+});
+
+test('a closed output pipe does not stop the router: it keeps serving and still exits 0 on SIGTERM', async (t) => {
+  const { spawn } = await import('node:child_process');
+  const fs = await import('node:fs');
+  const os = await import('node:os');
+  const path = await import('node:path');
+  const { freePort, NODE, ROOT } = await import('../harness/process.ts');
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'hse-epipe-'));
+  t.teardown(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+  const port = await freePort();
+  // The supervisor's end of the pipe goes away (pm2 died): every later log line meets EPIPE.
+  const p = spawn(NODE, [path.join(ROOT, 'router/src/main.ts')], {
+    env: { PATH: process.env.PATH, HSE_DATA_DIR: dataDir, HSE_HTTP_PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  t.teardown(() => p.kill('SIGKILL'));
+  await new Promise<void>((resolve) => p.stdout.once('data', () => resolve()));
+  p.stdout.destroy();
+  p.stderr.destroy();
+  for (let i = 0; i < 5; i++) {
+    const r = await fetch(`http://127.0.0.1:${port}/console`, { redirect: 'manual' });
+    t.true(r.status > 0);
+  }
+  const exited = new Promise<number | null>((resolve) => p.once('exit', (code) => resolve(code)));
+  p.kill('SIGTERM');
+  const code = await Promise.race([exited, new Promise<string>((r) => setTimeout(() => r('still running 15 s after SIGTERM'), 15_000))]);
+  t.is(code, 0);
 });

@@ -121,5 +121,5 @@ test.serial('SIGTERM drains both ports, closing an open HTTP/2 session, and exit
   const code = await tls!.image.procs.router!.stop('SIGTERM');
   t.is(code, 0);
   await closed;
-  t.regex(routerOut(), /INFO {2}router: stopped clean=true/);
+  t.regex(routerOut(), /INFO {2}router: drained clean=true/);
 });

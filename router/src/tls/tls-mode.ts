@@ -7,7 +7,7 @@
 import http from 'node:http';
 import type { Config } from '../../../shared/config.ts';
 import type { Logger } from '../../../shared/log.ts';
-import { listenOrExit } from '../listen.ts';
+import { listen } from '../listen.ts';
 import type { Router } from '../router.ts';
 import { routerServerOptions } from '../server-options.ts';
 import { startAcme } from './acme.ts';
@@ -44,10 +44,10 @@ export async function startTlsMode(cfg: Config, log: Logger, router: Router, fie
 
   const host = cfg.publicUrl.hostname;
   const source = cfg.tlsCertFile !== null ? 'files' : 'acme';
-  await listenOrExit(plain, { port: cfg.tlsHttpPort, address: cfg.listenAddress, scheme: 'http' }, log, {
+  await listen(plain, { port: cfg.tlsHttpPort, address: cfg.listenAddress, scheme: 'http' }, log, {
     role: 'redirects to https, ACME challenges, /generate_204',
   });
-  await listenOrExit(tls.server, { port: cfg.httpsPort, address: cfg.listenAddress, scheme: 'https' }, log, {
+  await listen(tls.server, { port: cfg.httpsPort, address: cfg.listenAddress, scheme: 'https' }, log, {
     ...fields,
     certificates: source === 'files' ? `${cfg.tlsCertFile} + ${cfg.tlsKeyFile}` : `ACME ${cfg.acmeDirectoryUrl}`,
     http2: 'offered (ALPN h2, http/1.1)',

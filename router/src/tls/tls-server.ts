@@ -28,7 +28,7 @@ export const HSTS = 'max-age=31536000';
 const REFUSAL_LOG_INTERVAL_MS = 60_000;
 
 export interface TlsServer {
-  /** The HTTPS listener (bind it with listenOrExit). */
+  /** The HTTPS listener (bind it with listen(), router/src/listen.ts). */
   server: https.Server;
   /** Serves `cert` on every new connection from now on. */
   install(cert: LoadedCertificate, how: string): void;

@@ -2,27 +2,12 @@
 // advertised route with its state, and approving or unapproving routes of a machine. "exit" (or either of 0.0.0.0/0,
 // ::/0) stands for the exit-node pair, which is approved and unapproved together. Each change in the activity log.
 import { HseError } from '../../../../shared/errors.ts';
-import type { NodeRecord } from '../../../../shared/model.ts';
+import type { NodeRecord, RouteView } from '../../../../shared/model.ts';
 import type { MapHub } from '../control/map-hub.ts';
 import { advertisedRoutes, canonicalPrefix, EXIT_ROUTES, effectiveRoutes, isExitPrefix } from '../map/routes.ts';
 import type { Store } from '../state/store.ts';
 import type { Tailnet } from '../state/tailnet.ts';
 import { type Call, id, type Routes } from './admin-kit.ts';
-
-/** One advertised or approved route of one machine, as the console and the CLI list them. */
-export interface RouteView {
-  nodeId: number;
-  node: string;
-  /** "10.201.0.0/24", or "exit" for the 0.0.0.0/0 + ::/0 pair. */
-  prefix: string;
-  advertised: boolean;
-  approved: boolean;
-  /** Advertised and approved: peers allowed by the policy get it. */
-  active: boolean;
-  /** This machine is the one peers route the subnet through (exit routes are never primary). */
-  primary: boolean;
-  online: boolean;
-}
 
 export interface RouteRouteDeps {
   store: Store;

@@ -87,7 +87,8 @@ export async function handleMap(
       res.end();
       return;
     }
-    const json = await deps.hub.fullMapJson(current);
+    const json = await deps.hub.fullMapJson(current, () => !res.destroyed);
+    if (json === null) return; // the client went away while the policy caught up with it
     res.end(encodeJsonFrame(json, req.Compress === 'zstd'));
     return;
   }

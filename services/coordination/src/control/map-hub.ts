@@ -28,7 +28,10 @@ import type { Tailnet } from '../state/tailnet.ts';
 import { MapSession } from './map-session.ts';
 
 const EXPIRY_CHECK_MS = 15_000;
-/** How long a new stream waits for the policy to include its node (it registered a moment ago) before going ahead. */
+/**
+ * A node that registered a moment ago may not be in the compiled policy yet (the change channel and the batched
+ * compile lag it, more so on a loaded machine); its first map waits for it, saying so in the log every this long.
+ */
 const POLICY_WAIT_MS = 5_000;
 
 /** What a stream was last sent: the view digest, and for each peer the routes key of the Node sent. */
@@ -117,6 +120,8 @@ export class MapHub {
   /** The routes of `router` that `viewer` gets in the router's Node: usable by the viewer, and primary (subnets). */
   private routesFor(viewerId: number, router: NodeRecord): NodeRoutes {
     if (router.approvedRoutes.length === 0 || effectiveRoutes(router).length === 0) return { allowed: [], primary: [] };
+    // A router (or viewer) the compiled policy has not seen yet gets its routes with the next compile.
+    if (!this.d.policy.knows(viewerId) || !this.d.policy.knows(router.id)) return { allowed: [], primary: [] };
     const exit = isExitNode(router);
     const allowed = this.policy.routesFor(viewerId, router.id).filter((p) => (isExitPrefix(p) ? exit : this.primaries.isPrimary(router.id, p)));
     return { allowed, primary: allowed.filter((p) => !isExitPrefix(p)) };
@@ -174,9 +179,29 @@ export class MapHub {
     return `${head.slice(0, -1)},"Peers":[${peerJson.join(',')}]}`;
   }
 
+  /**
+   * Waits until the compiled policy includes the node, as long as `alive()` holds. A map built before then would have
+   * no filter and no peers for it (the policy cannot answer for a node it has not seen).
+   */
+  private async untilPolicyKnows(node: NodeRecord, alive: () => boolean): Promise<boolean> {
+    const started = Date.now();
+    while (!this.d.policy.knows(node.id)) {
+      if (!alive()) return false;
+      await this.d.policy.ready(node.id, POLICY_WAIT_MS);
+      if (!this.d.policy.knows(node.id) && alive()) {
+        this.d.log.warn('waiting for the policy to include a new node before its first map', {
+          node: node.givenName,
+          id: node.id,
+          waitedMs: Date.now() - started,
+        });
+      }
+    }
+    return alive();
+  }
+
   /** The full map for a one-shot (non-streaming) map request. */
-  async fullMapJson(node: NodeRecord): Promise<string> {
-    await this.d.policy.ready(node.id, POLICY_WAIT_MS);
+  async fullMapJson(node: NodeRecord, alive: () => boolean = () => true): Promise<string | null> {
+    if (!(await this.untilPolicyKnows(node, alive))) return null;
     return this.fullMapFor(node, null);
   }
 
@@ -193,8 +218,7 @@ export class MapHub {
     set.add(session);
     session.onClose = () => this.closed(session);
     if (set.size === 1) void this.markOnline(node);
-    await this.d.policy.ready(node.id, POLICY_WAIT_MS);
-    if (session.isClosed) return session;
+    if (!(await this.untilPolicyKnows(node, () => !session.isClosed))) return session;
     const view: SentView = { digest: null, peers: new Map() };
     this.sent.set(session, view);
     session.sendJson(this.fullMapFor(this.tailnet.nodes.get(node.id) ?? node, view));

@@ -7,6 +7,7 @@ import { CAP_FILE_SHARING } from './caps.ts';
 import type { CompiledPolicy, Reacher, ViewDigest } from './compiled-policy.ts';
 import type { CompileOptions } from './compile.ts';
 import { hash } from './compile.ts';
+import { formatInterval } from './ip.ts';
 import type { TailnetIndex } from './tailnet-index.ts';
 
 export const FILTER_ALLOW_ALL: readonly FilterRule[] = Object.freeze([
@@ -58,14 +59,29 @@ export class AllowAll implements CompiledPolicy {
     return a !== b;
   }
 
+  /** Every approved route, except (as with a policy) a prefix the viewer serves itself, or another exit node's. */
   routesFor(viewerId: number, routerId: number): string[] {
-    this.idx(viewerId);
-    return viewerId === routerId ? [] : [...this.tn.nodes[this.idx(routerId)].approvedRoutes];
+    const v = this.idx(viewerId);
+    const x = this.idx(routerId);
+    if (v === x) return [];
+    const tn = this.tn;
+    const own = new Set(tn.subnetRoutes[v].map(formatInterval));
+    const exitOk = tn.exitRoutes[v].length === 0;
+    return tn.nodes[x].approvedRoutes.filter((r) => {
+      if (tn.exitRoutes[x].includes(r)) return exitOk;
+      const k = tn.subnetRouteText[x].indexOf(r);
+      return k >= 0 && !own.has(formatInterval(tn.subnetRoutes[x][k]));
+    });
   }
 
   sshPolicyFor(nodeId: number): SSHPolicy | null {
     this.idx(nodeId);
     return null;
+  }
+
+  needsSSHCapability(nodeId: number): boolean {
+    this.idx(nodeId);
+    return false;
   }
 
   capMapFor(nodeId: number): NodeCapMap {

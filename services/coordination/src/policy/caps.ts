@@ -11,7 +11,9 @@
 //     file-sharing-target on the sources;
 //   - Tailscale SSH (ipn/ipnlocal): `tailscale set --ssh` needs "https://tailscale.com/cap/ssh" in the CapMap;
 //     hse gives it to the nodes an ssh rule targets (Tailscale gives it to every node), with "ssh-env-vars" so
-//     acceptEnv works;
+//     acceptEnv works and "ssh-behavior-v1" as Tailscale sends it to every node (its captured maps): sessions run
+//     the command in-process instead of through `su -l`, which would drop the session's SSH_CONNECTION/SSH_CLIENT
+//     (ssh/tailssh/incubator.go forceV1Behavior);
 //   - Taildrive: "drive:share" and "drive:access" node attributes (from nodeAttrs, passed through like any attribute)
 //     and the grant capability tailscale.com/cap/drive, whose companion tailscale.com/cap/drive-sharer the sources get;
 //   - nodeAttrs: every attr becomes a key with a null value, every app capability a key with its values, as Tailscale
@@ -24,6 +26,7 @@ import type { SSHCompiler } from './ssh.ts';
 export const CAP_FILE_SHARING = 'https://tailscale.com/cap/file-sharing';
 export const CAP_SSH = 'https://tailscale.com/cap/ssh';
 export const CAP_SSH_ENV = 'ssh-env-vars';
+export const CAP_SSH_BEHAVIOR_V1 = 'ssh-behavior-v1';
 export const CAP_RANDOMIZE_PORT = 'randomize-client-port';
 
 /**
@@ -60,6 +63,7 @@ export function buildCaps(model: Model, r: Resolver, ssh: SSHCompiler, taildrop:
     if (sshDst) {
       caps[CAP_SSH] = null;
       caps[CAP_SSH_ENV] = null;
+      caps[CAP_SSH_BEHAVIOR_V1] = null;
     }
     for (const k of matched) {
       for (const [name, values] of Object.entries(model.nodeAttrs[k].caps)) {

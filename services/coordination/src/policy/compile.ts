@@ -9,10 +9,16 @@
 //   - an app grant becomes a CapGrant rule on the destination; tailscale.com/cap/drive and /relay also put their
 //     companion capability (drive-sharer, relay-target) on the sources, as Tailscale does;
 //   - peers: nodes either side of any rule (network or capability), plus subnet routers and exit nodes whose routes the
-//     node may use — a route is usable when a rule lets the node reach into it, or lets it be reached from it.
-// hse differences: a CIDR destination inside the internet (8.8.8.0/24) is not served by exit nodes — only
-// autogroup:internet and "*" are (a node that may use an exit node needs internet access anyway); hse's own
-// extension tailscale.com/cap/file-sharing turns on Taildrop between the grant's sources and destinations (caps.ts).
+//     node may use — a route is usable when a rule lets the node reach into it, or lets it be reached from it; a
+//     router is not given a prefix it serves itself, nor an exit node another exit node.
+// Checked against those captures: every accepted ACL, grant and route scenario gives each node the same filter (as
+// sets of sources, destinations, ports and protocols), the same peers and the same usable routes (one capture
+// contradicts the others and is not followed; the primary router of a prefix shared by two is, in Tailscale's maps,
+// also handed the prefix through the other — primary routes are the map layer's business). hse differences: a CIDR destination inside the internet
+// (8.8.8.0/24) is not served by exit nodes — only autogroup:internet and "*" are (a node that may use an exit node
+// needs internet access anyway); a rule whose sources are nobody is left out (Tailscale sends it with empty SrcIPs);
+// companion capabilities share one rule; hse's own extension tailscale.com/cap/file-sharing turns on Taildrop between
+// the grant's sources and destinations (caps.ts).
 //
 // How it stays fast (10,000 nodes, each reaching ~50): every selector and source list is resolved once into a bitset
 // of nodes and a merged address list; nodes whose matches are the same share one filter template (instantiated with
@@ -51,8 +57,16 @@ interface DstTemplate {
   ports: readonly PortRange[];
 }
 
+/**
+ * Where a template rule's SrcIPs come from: a list shared by every node, or one that depends on the node's user (the
+ * sources of an autogroup:self entry that are the user's own devices; all of the user's devices, for the companion
+ * of a self grant). The per-user ones are looked up when the template is instantiated, so nodes of different users
+ * still share one template.
+ */
+type SrcRef = { fixed: SrcIPs } | { selfOf: number } | { userDevices: true };
+
 interface RuleTemplate {
-  srcIPs: SrcIPs;
+  src: SrcRef;
   protos: number[] | null;
   dsts: DstTemplate[];
   /** Set for capability rules. */
@@ -62,11 +76,14 @@ interface RuleTemplate {
 interface FilterTemplate {
   rules: RuleTemplate[];
   hash: string;
+  /** Some rule's sources depend on the node's user (see SrcRef). */
+  perUser: boolean;
 }
 
 interface PeerGroup {
   peers: Int32Array;
-  hash: string;
+  /** setHash of the peers' ids. */
+  hash: [number, number];
 }
 
 export interface CompileOptions {
@@ -80,6 +97,8 @@ export class Compiled implements CompiledPolicy {
   private readonly r: Resolver;
   private readonly units: readonly Unit[];
   private readonly flat: Flat[] = [];
+  /** "flat index:user id" → the user's devices among the sources of that autogroup:self entry. */
+  private readonly selfMembers = new Map<string, number[]>();
   /** Per node: its filter template and peer group. */
   private readonly filterTemplateOf: FilterTemplate[];
   private readonly filterCache: (FilterRule[] | undefined)[];
@@ -91,6 +110,8 @@ export class Compiled implements CompiledPolicy {
   private readonly routeUsers = new Map<string, Bitset>();
   /** The distinct approved subnet routes, sorted; and a hash of which router serves which routes. */
   private routeOrder: string[] = [];
+  /** Route text → the nodes serving it. */
+  private readonly routeServers = new Map<string, number[]>();
   private routeLayout = '';
   private readonly exitUsers: Bitset;
   private readonly ssh: SSHCompiler;
@@ -169,8 +190,9 @@ export class Compiled implements CompiledPolicy {
   private buildFilterTemplates(): FilterTemplate[] {
     const tn = this.tn;
     const n = tn.n;
-    // Per node, in policy order: matched destination entries (flat indices), autogroup:self matches (indices into
-    // selfList) and companion capabilities (2·unit, or 2·unit+1 for a self grant's companion).
+    // Per node, in policy order: matched destination entries (flat indices), autogroup:self entries whose sources
+    // include some of the node's user's devices (flat indices), and companion capabilities (2·unit, or 2·unit+1 for
+    // a self grant's companion).
     const ents: number[][] = new Array(n);
     const selfs: number[][] = new Array(n);
     const comps: number[][] = new Array(n);
@@ -179,7 +201,6 @@ export class Compiled implements CompiledPolicy {
       if (l) l.push(v);
       else lists[i] = [v];
     };
-    const selfList: { fi: number; userId: number; members: number[] }[] = [];
     this.flat.forEach((f, fi) => {
       const e = this.units[f.unit].entries[f.entry];
       if (!this.isSelf(e.dst)) {
@@ -191,8 +212,8 @@ export class Compiled implements CompiledPolicy {
       for (const [userId, devices] of tn.untaggedByUser) {
         const members = devices.filter((i) => src.has(i));
         if (members.length === 0) continue;
-        const k = selfList.push({ fi, userId, members }) - 1;
-        for (const i of devices) push(selfs, i, k);
+        this.selfMembers.set(`${fi}:${userId}`, members);
+        for (const i of devices) push(selfs, i, fi);
       }
     });
     // Companion capabilities go to the grant's sources.
@@ -208,17 +229,10 @@ export class Compiled implements CompiledPolicy {
     const templates = new Map<string, FilterTemplate>();
     const out: FilterTemplate[] = new Array(n);
     for (let i = 0; i < n; i++) {
-      // Companion-self rules name the node's own user: part of the key.
-      const c = comps[i];
-      const key = `${ents[i]?.join(',') ?? ''}|${selfs[i]?.join(',') ?? ''}|${c ? `${c.join(',')}@${tn.nodes[i].userId}` : ''}`;
+      const key = `${ents[i]?.join(',') ?? ''}|${selfs[i]?.join(',') ?? ''}|${comps[i]?.join(',') ?? ''}`;
       let t = templates.get(key);
       if (!t) {
-        t = this.template(
-          ents[i] ?? [],
-          (selfs[i] ?? []).map((k) => selfList[k]),
-          c ?? [],
-          tn.nodes[i].userId,
-        );
+        t = this.template(ents[i] ?? [], selfs[i] ?? [], comps[i] ?? []);
         templates.set(key, t);
       }
       out[i] = t;
@@ -227,10 +241,10 @@ export class Compiled implements CompiledPolicy {
   }
 
   /** Builds one filter template from what a node matched, in policy order. */
-  private template(ents: number[], selfs: { fi: number; userId: number; members: number[] }[], comps: number[], userId: number): FilterTemplate {
+  private template(ents: number[], selfs: number[], comps: number[]): FilterTemplate {
     const units = new Set<number>();
     for (const fi of ents) units.add(this.flat[fi].unit);
-    for (const s of selfs) units.add(this.flat[s.fi].unit);
+    for (const fi of selfs) units.add(this.flat[fi].unit);
     for (const c of comps) units.add(c >> 1);
     const rules: RuleTemplate[] = [];
     for (const ui of [...units].sort((a, b) => a - b)) {
@@ -238,29 +252,40 @@ export class Compiled implements CompiledPolicy {
       const caps = u.caps ? mainCaps(u.caps) : null;
       const mine = ents.filter((fi) => this.flat[fi].unit === ui);
       if (mine.length > 0) {
+        const src = this.r.srcStrings(u.src);
         const dsts = mine.map((fi): DstTemplate => ({ target: this.flat[fi].target, ports: u.entries[this.flat[fi].entry].ports }));
-        rules.push({ srcIPs: this.r.srcStrings(u.src), protos: u.protos, dsts, capMap: caps });
+        // A rule whose sources are no device (a group with nobody in it yet) admits nothing: leave it out.
+        if (src.strings.length > 0) rules.push({ src: { fixed: src }, protos: u.protos, dsts, capMap: caps });
       }
-      // Self entries of one unit (and so one user: the node's) share their sources: one rule.
-      const self = selfs.filter((s) => this.flat[s.fi].unit === ui);
+      // Self entries of one unit share their sources (the node's user's devices among the unit's sources): one rule.
+      const self = selfs.filter((fi) => this.flat[fi].unit === ui);
       if (self.length > 0) {
         rules.push({
-          srcIPs: this.r.nodeStrings(`self ${self[0].fi} ${self[0].userId}`, self[0].members),
+          src: { selfOf: self[0] },
           protos: u.protos,
-          dsts: self.map((s) => ({ target: { kind: 'own' }, ports: u.entries[this.flat[s.fi].entry].ports })),
+          dsts: self.map((fi) => ({ target: { kind: 'own' }, ports: u.entries[this.flat[fi].entry].ports })),
           capMap: caps,
         });
       }
       if (u.caps && comps.includes(2 * ui)) {
         const dsts = u.entries.filter((e) => !this.isSelf(e.dst)).map((e) => e.dst);
-        rules.push({ srcIPs: this.r.srcStrings(dsts), protos: null, dsts: [{ target: { kind: 'own' }, ports: [] }], capMap: companionCaps(u.caps) });
+        const src = this.r.srcStrings(dsts);
+        if (src.strings.length > 0)
+          rules.push({ src: { fixed: src }, protos: null, dsts: [{ target: { kind: 'own' }, ports: [] }], capMap: companionCaps(u.caps) });
       }
       if (u.caps && comps.includes(2 * ui + 1)) {
-        const srcIPs = this.r.nodeStrings(`user ${userId}`, this.tn.untaggedByUser.get(userId) ?? []);
-        rules.push({ srcIPs, protos: null, dsts: [{ target: { kind: 'own' }, ports: [] }], capMap: companionCaps(u.caps) });
+        rules.push({ src: { userDevices: true }, protos: null, dsts: [{ target: { kind: 'own' }, ports: [] }], capMap: companionCaps(u.caps) });
       }
     }
-    return { rules, hash: hash(rules.map(ruleKey).join('\n')) };
+    return { rules, hash: hash(rules.map(ruleKey).join('\n')), perUser: rules.some((r) => !('fixed' in r.src)) };
+  }
+
+  /** A template rule's SrcIPs for node i. */
+  private srcFor(ref: SrcRef, i: number): SrcIPs {
+    if ('fixed' in ref) return ref.fixed;
+    const userId = this.tn.nodes[i].userId;
+    if ('selfOf' in ref) return this.r.nodeStrings(`self ${ref.selfOf} ${userId}`, this.selfMembers.get(`${ref.selfOf}:${userId}`) ?? []);
+    return this.r.nodeStrings(`user ${userId}`, this.tn.untaggedByUser.get(userId) ?? []);
   }
 
   private idx(nodeId: number): number {
@@ -287,7 +312,7 @@ export class Compiled implements CompiledPolicy {
         if (d.target.kind === 'literal') dsts.push(d.target.cidr);
         else for (const a of own) dsts.push(a.includes(':') ? `${a}/128` : `${a}/32`);
       }
-      return { SrcIPs: t.srcIPs.strings as string[], CapGrant: [{ Dsts: [...new Set(dsts)], CapMap: t.capMap }] };
+      return { SrcIPs: this.srcFor(t.src, i).strings as string[], CapGrant: [{ Dsts: [...new Set(dsts)], CapMap: t.capMap }] };
     }
     const ports: NetPortRange[] = [];
     const push = (ip: string, p: readonly PortRange[]) => {
@@ -299,7 +324,7 @@ export class Compiled implements CompiledPolicy {
       else if (d.target.kind === 'literal') push(d.target.text, d.ports);
       else if (d.target.kind === 'internet') for (const s of INTERNET_STRINGS) push(s, d.ports);
     }
-    const rule: FilterRule = { SrcIPs: t.srcIPs.strings as string[], DstPorts: ports };
+    const rule: FilterRule = { SrcIPs: this.srcFor(t.src, i).strings as string[], DstPorts: ports };
     if (t.protos) rule.IPProto = t.protos;
     return rule;
   }
@@ -314,28 +339,34 @@ export class Compiled implements CompiledPolicy {
 
   private buildPeerGroups(): PeerGroup[] {
     const n = this.tn.n;
-    const units = this.units.length;
+    // Per node, the units that have it on their source side and on their destination side (ascending): its key.
+    const srcUnits: number[][] = new Array(n);
+    const dstUnits: number[][] = new Array(n);
+    const add = (lists: number[][], i: number, ui: number) => {
+      const l = lists[i];
+      if (l) l.push(ui);
+      else lists[i] = [ui];
+    };
+    this.units.forEach((_, ui) => {
+      for (const i of this.srcBits[ui].toArray()) add(srcUnits, i, ui);
+      for (const i of this.dstBits[ui].toArray()) add(dstUnits, i, ui);
+    });
     const groups = new Map<string, PeerGroup>();
     const out: PeerGroup[] = new Array(n);
     const ids = this.nodeIds;
+    const none: number[] = [];
     for (let i = 0; i < n; i++) {
-      // The node's key: which units have it on their source side, then on their destination side.
-      let key = '';
-      for (let ui = 0; ui < units; ui++) if (this.srcBits[ui].has(i)) key += `${ui},`;
-      key += '|';
-      for (let ui = 0; ui < units; ui++) if (this.dstBits[ui].has(i)) key += `${ui},`;
+      const src = srcUnits[i] ?? none;
+      const dst = dstUnits[i] ?? none;
+      const key = `${src.join(',')}|${dst.join(',')}`;
       let g = groups.get(key);
       if (!g) {
         const b = new Bitset(n);
-        for (let ui = 0; ui < units; ui++) {
-          if (this.srcBits[ui].has(i)) b.or(this.dstBits[ui]);
-          if (this.dstBits[ui].has(i)) b.or(this.srcBits[ui]);
-        }
+        for (const ui of src) b.or(this.dstBits[ui]);
+        for (const ui of dst) b.or(this.srcBits[ui]);
         const peers = b.toArray();
         // Hashed by node id, not index: indices shift when a node joins, ids do not.
-        let text = '';
-        for (const j of peers) text += `${ids[j]},`;
-        g = { peers, hash: hash(text) };
+        g = { peers, hash: setHash(Array.from(peers, (j) => ids[j])) };
         groups.set(key, g);
       }
       out[i] = g;
@@ -376,37 +407,39 @@ export class Compiled implements CompiledPolicy {
     const i = this.idx(a);
     const j = this.idx(b);
     if (i === j) return false;
-    const base = this.peerGroupOf[i].peers;
-    let lo = 0;
-    let hi = base.length - 1;
-    while (lo <= hi) {
-      const mid = (lo + hi) >> 1;
-      if (base[mid] === j) return true;
-      if (base[mid] < j) lo = mid + 1;
-      else hi = mid - 1;
-    }
-    return this.selfPeers(i).includes(j);
+    return sortedHas(this.peerGroupOf[i].peers, j) || this.selfPeers(i).includes(j);
   }
 
   // ---- routes ----
 
   /**
-   * Who may use each approved subnet route: the sources of rules whose destination reaches into it, and the
-   * destinations of rules whose source lies in it (they answer through the router). Exit routes: the sources of
-   * rules to "*" or autogroup:internet.
+   * Who may use each approved subnet route: the sources of rules (packets or capabilities) whose destination reaches
+   * into it, and the destinations of rules whose source lies in it (they answer through the router). Exit routes: the
+   * sources of network rules to "*" or autogroup:internet. A router is never given a prefix it serves itself, nor an
+   * exit node another exit node's routes (as Tailscale's captures show).
    */
   private buildRouteUsers(): void {
     const tn = this.tn;
     const seen = new Map<string, Interval>();
-    for (const i of tn.routers) for (const iv of tn.subnetRoutes[i]) seen.set(formatInterval(iv), iv);
+    for (const i of tn.routers) {
+      for (const iv of tn.subnetRoutes[i]) {
+        const text = formatInterval(iv);
+        seen.set(text, iv);
+        const servers = this.routeServers.get(text) ?? [];
+        servers.push(i);
+        this.routeServers.set(text, servers);
+      }
+    }
     const network = this.units.map((u, ui) => ({ u, ui })).filter(({ u }) => u.caps === null);
     for (const { u, ui } of network) {
       if (u.entries.some((e) => e.dst.sel.kind === 'all' || (e.dst.sel.kind === 'autogroup' && e.dst.sel.name === 'internet')))
         this.exitUsers.or(this.srcBits[ui]);
     }
+    // Capability grants count too: a capability given into a subnet is used through its router.
+    const all = this.units.map((u, ui) => ({ u, ui }));
     for (const [text, route] of seen) {
       const b = new Bitset(tn.n);
-      for (const { u, ui } of network) {
+      for (const { u, ui } of all) {
         const reachesInto = u.entries.some((e) => e.dst.sel.kind === 'all' || this.selOverlaps(e.dst, route));
         const comesFrom = u.src.some((s) => s.sel.kind === 'all' || (s.sel.kind === 'autogroup' && s.sel.name === 'danger-all') || this.selOverlaps(s, route));
         if (reachesInto) b.or(this.srcBits[ui]);
@@ -429,17 +462,27 @@ export class Compiled implements CompiledPolicy {
     return iv !== null && overlaps(iv, route);
   }
 
+  /** In the order the router's routes were approved. */
   routesFor(viewerId: number, routerId: number): string[] {
     const v = this.idx(viewerId);
     const x = this.idx(routerId);
     if (v === x) return [];
     const tn = this.tn;
     const out: string[] = [];
-    const subnets = tn.subnetRoutes[x];
-    for (let k = 0; k < subnets.length; k++) {
-      if (this.routeUsers.get(formatInterval(subnets[k]))?.has(v)) out.push(tn.subnetRouteText[x][k]);
+    // An exit node does not leave through another exit node.
+    const exit = tn.exitRoutes[x].length > 0 && tn.exitRoutes[v].length === 0 && this.exitUsers.has(v);
+    for (const r of tn.nodes[x].approvedRoutes) {
+      if (tn.exitRoutes[x].includes(r)) {
+        if (exit) out.push(r);
+        continue;
+      }
+      const k = tn.subnetRouteText[x].indexOf(r);
+      if (k < 0) continue;
+      const text = formatInterval(tn.subnetRoutes[x][k]);
+      // A router that serves the same prefix itself routes it itself, not through another router.
+      if (this.routeServers.get(text)!.includes(v)) continue;
+      if (this.routeUsers.get(text)?.has(v)) out.push(r);
     }
-    if (tn.exitRoutes[x].length > 0 && this.exitUsers.has(v)) out.push(...tn.exitRoutes[x]);
     return out;
   }
 
@@ -447,6 +490,10 @@ export class Compiled implements CompiledPolicy {
 
   sshPolicyFor(nodeId: number): SSHPolicy | null {
     return this.ssh.policyFor(this.idx(nodeId));
+  }
+
+  needsSSHCapability(nodeId: number): boolean {
+    return this.ssh.isDestination(this.idx(nodeId));
   }
 
   capMapFor(nodeId: number): NodeCapMap {
@@ -558,17 +605,35 @@ export class Compiled implements CompiledPolicy {
     const tn = this.tn;
     // Parts are short strings that are equal exactly when that part of the view is (hashes of shared pieces plus what
     // is particular to the node); only the whole is hashed.
-    const filter = `${this.filterTemplateOf[i].hash}|${tn.v4Text[i]}|${tn.v6Text[i]}`;
+    const template = this.filterTemplateOf[i];
+    // Per-user sources are part of the node's filter: their hashes, in rule order.
+    const perUser = template.perUser ? template.rules.map((r) => ('fixed' in r.src ? '' : this.srcFor(r.src, i).hash)).join(',') : '';
+    const filter = `${template.hash}|${perUser}|${tn.v4Text[i]}|${tn.v6Text[i]}`;
     const ids = this.nodeIds;
-    const peers = `${this.peerGroupOf[i].hash}|${this.selfPeers(i)
-      .map((j) => ids[j])
-      .join(',')}`;
-    // The routes a node may use follow from which route-users sets hold it; the routers and their routes are the same
-    // for every node (the layout), except that a router does not use its own.
-    let usable = this.exitUsers.has(i) ? 'x' : '-';
-    for (const r of this.routeOrder) usable += this.routeUsers.get(r)!.has(i) ? '1' : '0';
-    const own = tn.subnetRoutes[i].length > 0 || tn.exitRoutes[i].length > 0 ? `|${ids[i]}` : '';
-    const routes = `${this.routeLayout}|${usable}${own}`;
+    // The peers' id-set hash: the group's, without the node itself, with the node's own user's devices it adds.
+    const g = this.peerGroupOf[i];
+    let [a, b] = g.hash;
+    const minus = (id: number) => {
+      const [x, y] = idMix(id);
+      a = (a - x) >>> 0;
+      b = (b - y) >>> 0;
+    };
+    const plus = (id: number) => {
+      const [x, y] = idMix(id);
+      a = (a + x) >>> 0;
+      b = (b + y) >>> 0;
+    };
+    if (sortedHas(g.peers, i)) minus(ids[i]);
+    for (const j of this.selfPeers(i)) if (!sortedHas(g.peers, j)) plus(ids[j]);
+    const peers = `${a.toString(36)}.${b.toString(36)}`;
+    // The routes a node may use follow from which route-users sets hold it; which routers serve which routes is the
+    // same for every node (the layout). A route the node serves itself is never among them.
+    let usable = this.exitUsers.has(i) && tn.exitRoutes[i].length === 0 && tn.exitNodes.length > 0 ? 'x' : '-';
+    for (const r of this.routeOrder) {
+      const servers = this.routeServers.get(r)!;
+      usable += this.routeUsers.get(r)!.has(i) && !servers.includes(i) ? '1' : '0';
+    }
+    const routes = `${this.routeLayout}|${usable}`;
     const ssh = this.ssh.hashFor(i);
     const caps = this.caps.hashFor(i);
     const d = { filter, peers, routes, ssh, caps, all: hash(`${filter}\n${peers}\n${routes}\n${ssh}\n${caps}`) };
@@ -581,13 +646,58 @@ export class Compiled implements CompiledPolicy {
   }
 }
 
-/** A template rule as text for its hash: the SrcIPs list by its own hash, everything else as written. */
+function sortedHas(a: Int32Array, v: number): boolean {
+  let lo = 0;
+  let hi = a.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (a[mid] === v) return true;
+    if (a[mid] < v) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return false;
+}
+
+/**
+ * A template rule as text for its hash, in the form instantiate() emits it, so two templates that give a node the
+ * same rule have the same key: the SrcIPs list by its own hash; for packets, the own-address entries' ports first,
+ * then the other entries in order; for capabilities, the distinct destinations ("*" names the node's own addresses).
+ */
 function ruleKey(r: RuleTemplate): string {
-  const dsts = r.dsts.map((d) => {
-    const t = d.target.kind === 'literal' ? d.target.text : d.target.kind;
-    return `${t}:${d.ports.map((p) => `${p.first}-${p.last}`).join(',')}`;
-  });
-  return `${r.srcIPs.hash};${r.protos?.join(',') ?? ''};${dsts.join(' ')};${r.capMap ? JSON.stringify(r.capMap) : ''}`;
+  const ports = (d: DstTemplate) => d.ports.map((p) => `${p.first}-${p.last}`).join(',');
+  let dsts: string;
+  if (r.capMap) {
+    dsts = [...new Set(r.dsts.map((d) => (d.target.kind === 'literal' ? d.target.cidr : 'own')))].join(' ');
+  } else {
+    const own = r.dsts.filter((d) => d.target.kind === 'own').map(ports);
+    const other = r.dsts.filter((d) => d.target.kind !== 'own').map((d) => `${d.target.kind === 'literal' ? d.target.text : d.target.kind}:${ports(d)}`);
+    dsts = `${own.join(' ')}|${other.join(' ')}`;
+  }
+  const src = 'fixed' in r.src ? r.src.fixed.hash : 'selfOf' in r.src ? 'self' : 'user';
+  return `${src};${r.protos?.join(',') ?? ''};${dsts};${r.capMap ? JSON.stringify(r.capMap) : ''}`;
+}
+
+/**
+ * An order-free hash of a set of node ids: the sum, lane by lane, of two 32-bit mixes of each id. Removing one id
+ * from a set's hash is a subtraction, so each node's peer list (its group's list without itself) hashes in O(1).
+ */
+function idMix(id: number): [number, number] {
+  let a = Math.imul(id ^ 0x9e3779b9, 0x85ebca6b);
+  a = Math.imul(a ^ (a >>> 13), 0xc2b2ae35);
+  let b = Math.imul((id + 0x7f4a7c15) ^ 0x2545f491, 0x27d4eb2f);
+  b = Math.imul(b ^ (b >>> 15), 0x165667b1);
+  return [(a ^ (a >>> 16)) >>> 0, (b ^ (b >>> 16)) >>> 0];
+}
+
+function setHash(ids: Iterable<number>): [number, number] {
+  let a = 0;
+  let b = 0;
+  for (const id of ids) {
+    const [x, y] = idMix(id);
+    a = (a + x) >>> 0;
+    b = (b + y) >>> 0;
+  }
+  return [a, b];
 }
 
 /** The capabilities a grant's destinations get (hse's file-sharing grant becomes the client's file-send capability). */

@@ -1,19 +1,9 @@
 // What the map layer, the console and the CLI ask a compiled policy. Node ids are the snapshot's ids. Arrays and
 // objects returned are shared between nodes with the same view and must not be modified by the caller.
+import type { Reacher } from '../../../../shared/model.ts';
 import type { FilterRule, NodeCapMap, SSHPolicy } from '../tailcfg/tailcfg.ts';
 
-/** One line of "who may reach this machine", for the console's machine page. */
-export interface Reacher {
-  /** Who: the rule's sources as written ("group:eng", "alice@", "*"), or "alice@'s own devices" for autogroup:self. */
-  who: string;
-  /** What, in words: "tcp 22, 443", "tcp/udp every port", "ssh as root, ubuntu", "capability example.com/cap/x". */
-  what: string;
-  /** The rule it comes from ("acls[3]", "grants[0]", "ssh[1]") and its line. */
-  origin: string;
-  line: number;
-  /** who → what, as the console prints it. */
-  text: string;
-}
+export type { Reacher };
 
 /**
  * Digests of the parts of one node's view: short strings, equal exactly when that part of the node's view is equal,
@@ -48,6 +38,8 @@ export interface CompiledPolicy {
    * {rules: []}: leaving SSHPolicy out of a delta means "unchanged" to the client.
    */
   sshPolicyFor(nodeId: number): SSHPolicy | null;
+  /** Does an ssh rule target the node (so it needs the SSH capability for `tailscale set --ssh` to succeed)? */
+  needsSSHCapability(nodeId: number): boolean;
   /** The node's CapMap: nodeAttrs, Taildrop, and the SSH capability when an ssh rule targets it. */
   capMapFor(nodeId: number): NodeCapMap;
   /** The autoApprovers rule that approves the node's advertisement of prefix, described for the log; null if none. */

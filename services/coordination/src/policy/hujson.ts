@@ -1,6 +1,7 @@
-// HuJSON (JSON with // and /* */ comments and trailing commas, as Tailscale's policy file is written) read into a tree
-// whose every value keeps its offset, so each later error can name the line and column of the value it is about.
-// jsonc-parser does the scanning; this file only turns its errors into sentences and offsets into positions.
+// HuJSON (JSON with // and /* */ comments and trailing commas, as Tailscale's policy file is written; reference:
+// tailscale/hujson) read into a tree whose every value keeps its offset, so each later error can name the line and
+// column of the value it is about. jsonc-parser does the scanning; this file only turns its errors into sentences and
+// offsets into positions.
 import jsonc from 'jsonc-parser';
 
 /** A problem in a policy document, at the value it is about. Line and column count from 1. */
@@ -61,7 +62,9 @@ export interface HujsonDocument {
 export function parseHujson(text: string): HujsonDocument {
   const lines = new LineIndex(text);
   const raw: jsonc.ParseError[] = [];
-  const root = jsonc.parseTree(text, raw, { allowTrailingComma: true, disallowComments: false, allowEmptyContent: true });
+  // A byte-order mark some editors write is not part of the document (offsets still count it, so positions hold).
+  const body = text.charCodeAt(0) === 0xfeff ? ` ${text.slice(1)}` : text;
+  const root = jsonc.parseTree(body, raw, { allowTrailingComma: true, disallowComments: false, allowEmptyContent: true });
   const errors = raw.map((e) => ({ ...lines.position(e.offset), message: SYNTAX[e.error] ?? `syntax error (${jsonc.printParseErrorCode(e.error)})` }));
   return { root, errors, lines };
 }

@@ -11,13 +11,14 @@ import type { CompiledPolicy } from './compiled-policy.ts';
 import type { PolicyError } from './hujson.ts';
 import { ModelBuilder } from './model.ts';
 import { parsePolicyText } from './parse.ts';
-import { PolicyTestRunner } from './policy-tests.ts';
+import { PolicyTestRunner, type TestResult } from './policy-tests.ts';
 import { Resolver } from './resolve.ts';
 import { TailnetIndex } from './tailnet-index.ts';
 import type { TailnetSnapshot } from './types.ts';
 
 export type { CompiledPolicy, Reacher, ViewDigest } from './compiled-policy.ts';
 export type { PolicyError } from './hujson.ts';
+export type { TestResult } from './policy-tests.ts';
 export type { Policy, TailnetNode, TailnetSnapshot, TailnetUser } from './types.ts';
 
 export interface PolicyOptions extends CompileOptions {
@@ -30,7 +31,10 @@ export interface PolicyOptions extends CompileOptions {
   runTests?: boolean;
 }
 
-export type PolicyResult = { ok: true; policy: CompiledPolicy; warnings: PolicyError[] } | { ok: false; errors: PolicyError[]; warnings: PolicyError[] };
+/** tests: every assertion of the policy's tests and sshTests with its outcome (empty when they were not run). */
+export type PolicyResult =
+  | { ok: true; policy: CompiledPolicy; warnings: PolicyError[]; tests: TestResult[] }
+  | { ok: false; errors: PolicyError[]; warnings: PolicyError[]; tests: TestResult[] };
 
 /** "line 12, column 15: group:eng is not defined in groups". */
 export function formatPolicyError(e: PolicyError): string {
@@ -51,20 +55,25 @@ export function isEmptyPolicy(text: string | null): boolean {
 
 /** Checks and compiles a policy against the tailnet. All errors come back, sorted by position. */
 export function compilePolicy(text: string | null, snapshot: TailnetSnapshot, opts: PolicyOptions = {}): PolicyResult {
-  if (isEmptyPolicy(text)) return { ok: true, policy: allowAllPolicy(snapshot, opts), warnings: [] };
+  if (isEmptyPolicy(text)) return { ok: true, policy: allowAllPolicy(snapshot, opts), warnings: [], tests: [] };
   const { policy, sink } = parsePolicyText(text!);
+  let tests: TestResult[] = [];
   const done = (): PolicyResult => {
     const byPos = (a: PolicyError, b: PolicyError) => a.line - b.line || a.column - b.column;
-    return { ok: false, errors: dedupe(sink.errors).sort(byPos), warnings: sink.warnings.sort(byPos) };
+    return { ok: false, errors: dedupe(sink.errors).sort(byPos), warnings: sink.warnings.sort(byPos), tests };
   };
   if (!policy) return done();
   const model = new ModelBuilder(policy, sink, snapshot.users, opts.strict === true).build();
   if (sink.errors.length > 0) return done();
   const tn = new TailnetIndex(snapshot);
-  if (opts.runTests !== false) new PolicyTestRunner(model, new Resolver(model, tn), sink).run();
+  if (opts.runTests !== false) {
+    const runner = new PolicyTestRunner(model, new Resolver(model, tn), sink);
+    runner.run();
+    tests = runner.results;
+  }
   if (sink.errors.length > 0) return done();
   const compiled = new Compiled(model, tn, (offset) => sink.lines.position(offset).line, opts);
-  return { ok: true, policy: compiled, warnings: sink.warnings };
+  return { ok: true, policy: compiled, warnings: sink.warnings, tests };
 }
 
 /** Checks a policy without keeping the compiled result (`hse policy check`, the console's validate button). */

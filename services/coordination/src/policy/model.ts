@@ -5,14 +5,21 @@
 // Reference: Tailscale's policy-file syntax reference and the refusals of its control plane (captured in headscale's
 // compatibility test data); headscale's hscontrol/policy/v2/types.go for the same checks in a self-hosted server.
 // hse choices:
-//   - groups hold users ("alice@", "alice@example.com") and identity-provider groups ("idp:<name>", an hse form);
+//   - groups hold users ("alice@", "alice@example.com", "user:*@example.com") and identity-provider groups
+//     ("idp:<name>", an hse form);
 //     a group inside a group is refused, as Tailscale refuses it;
 //   - a user selector naming nobody in the tailnet is an error only in strict mode (the console, the API and
 //     `hse policy check` save with strict on). A policy already in force that names a user who was since deleted keeps
 //     working when it is reloaded: that selector matches no device and a warning says so. Refusing the reload would
 //     leave the old policy in force, or block every change, until someone edits the file — for a selector that can
 //     only match nothing anyway;
-//   - "check" SSH rules are refused: they need a recent browser sign-in, which hse does not offer yet.
+//   - "check" SSH rules are refused: they need a recent browser sign-in, which hse does not offer yet;
+//   - stricter than Tailscale where a mistake is likely: selectors with spaces around them, SSH local users that are
+//     not Unix login names ("group:foo", "🚀"), the funnel attribute (hse has no public ingress relays), roles hse does
+//     not have (autogroup:admin); looser where it is harmless: autogroup:self with "*" as the source in a grant
+//     (Tailscale accepts that only in an ACL).
+// Checked against the scenarios Tailscale's control plane was captured on (headscale's compatibility data): the same
+// policies are accepted and refused, apart from the differences above.
 import type { ErrorSink } from './parse.ts';
 import { type Interval, isExitRoute, parsePrefix } from './ip.ts';
 import {
@@ -149,10 +156,12 @@ export class ModelBuilder {
   private readonly usersByName = new Map<string, TailnetUser[]>();
   private readonly sink: ErrorSink;
   private readonly strict: boolean;
+  private readonly users: readonly TailnetUser[];
 
   constructor(policy: Policy, sink: ErrorSink, users: readonly TailnetUser[], strict: boolean) {
     this.sink = sink;
     this.strict = strict;
+    this.users = users;
     this.model = {
       policy,
       groups: new Map(),
@@ -196,6 +205,19 @@ export class ModelBuilder {
       this.nodeAttr(a, i);
     });
     this.autoApprovers();
+    if (!p.hasAccessRules) {
+      // No "acls" and no "grants": Tailscale opens the network (its default rule, "*" to "*:*"); the rest of the
+      // policy (tags, SSH, node attributes, auto-approvers, tests) applies as written.
+      const star: Sel = { sel: { kind: 'all' }, text: '*', offset: 0 };
+      this.model.units.push({
+        origin: 'the default rule (the policy has no acls or grants)',
+        offset: 0,
+        src: [star],
+        entries: [{ dst: star, ports: [{ first: 0, last: 65535 }] }],
+        protos: null,
+        caps: null,
+      });
+    }
     return this.model;
   }
 
@@ -262,6 +284,17 @@ export class ModelBuilder {
     const key = l.value;
     const known = this.model.userIds.get(key);
     if (known) return known;
+    if (key.startsWith('user:*@')) {
+      const domain = key.slice(7).toLowerCase();
+      const ids = this.users.filter((u) => u.email?.toLowerCase().endsWith(`@${domain}`)).map((u) => u.id);
+      this.model.userIds.set(key, ids);
+      if (ids.length === 0) {
+        const msg = `no user of this tailnet has an address at ${domain}`;
+        if (this.strict) this.err(l.offset, msg);
+        else this.sink.warn(l.offset, `${msg}; ${key} matches no device`);
+      }
+      return ids;
+    }
     const matches = this.usersByName.get(key.toLowerCase()) ?? [];
     const ids = [...new Set(matches.map((u) => u.id))];
     this.model.userIds.set(key, ids);
@@ -340,8 +373,7 @@ export class ModelBuilder {
     }
   }
 
-  private srcList(list: Located[], where: string, offset: number): Sel[] {
-    if (list.length === 0) this.err(offset, `${where}.src is empty; the rule would let nobody in`);
+  private srcList(list: Located[]): Sel[] {
     return list.flatMap((l) => this.sel(l, 'src') ?? []);
   }
 
@@ -367,7 +399,7 @@ export class ModelBuilder {
 
   private acl(srcL: Located[], dstL: Located[], protoL: Located | null, offset: number, i: number): void {
     const where = `acls[${i}]`;
-    const src = this.srcList(srcL, where, offset);
+    const src = this.srcList(srcL);
     let protos: number[] | null = null;
     if (protoL) {
       const p = parseProto(protoL.value);
@@ -375,7 +407,6 @@ export class ModelBuilder {
       else protos = [p.value];
     }
     const entries: Entry[] = [];
-    if (dstL.length === 0) this.err(offset, `${where}.dst is empty; the rule would open nothing`);
     for (const d of dstL) {
       const hp = splitHostPort(d.value);
       if (!hp.ok) {
@@ -401,9 +432,8 @@ export class ModelBuilder {
 
   private grant(g: Policy['grants'][number], i: number): void {
     const where = `grants[${i}]`;
-    const src = this.srcList(g.src, where, g.offset);
+    const src = this.srcList(g.src);
     const dsts: Sel[] = [];
-    if (g.dst.length === 0) this.err(g.offset, `${where}.dst is empty; the grant would give nothing`);
     for (const d of g.dst) {
       const sel = this.sel(d, 'dst');
       if (!sel || !this.checkWholeInternetCidr(sel)) continue;
@@ -451,16 +481,14 @@ export class ModelBuilder {
 
   private sshRule(r: Policy['ssh'][number], i: number): void {
     const where = `ssh[${i}]`;
-    if (r.action.value === 'check') {
+    if (r.action?.value === 'check') {
       this.err(r.action.offset, 'check mode needs a recent browser sign-in, which hse does not offer yet; use accept');
-    } else if (r.action.value !== 'accept' && r.action.value !== '') {
+    } else if (r.action && r.action.value !== 'accept') {
       this.err(r.action.offset, `"${r.action.value}" is not an SSH action; use accept`);
     }
-    if (r.checkPeriod && r.action.value !== 'check') this.err(r.checkPeriod.offset, 'checkPeriod only applies to check rules');
+    if (r.checkPeriod && r.action?.value !== 'check') this.err(r.checkPeriod.offset, 'checkPeriod only applies to check rules');
     const src = r.src.flatMap((l) => this.sel(l, 'sshSrc') ?? []);
     const dst = r.dst.flatMap((l) => this.sel(l, 'sshDst') ?? []);
-    if (r.src.length === 0) this.err(r.offset, `${where}.src is empty; the rule would let nobody log in`);
-    if (r.dst.length === 0) this.err(r.offset, `${where}.dst is empty; the rule would open no device`);
     const users: SSHUsers = { root: false, nonroot: false, named: [], localpartDomains: [] };
     for (const u of r.users) {
       const problem = sshUserProblem(u.value);
@@ -503,6 +531,9 @@ export class ModelBuilder {
     const caps: Record<string, unknown[] | null> = {};
     for (const attr of a.attr) {
       if (attr.value.trim() === '' || attr.value !== attr.value.trim()) this.err(attr.offset, `"${attr.value}" is not an attribute name`);
+      // Funnel needs Tailscale's public ingress relays; a device told it may funnel would offer a feature that cannot work.
+      else if (attr.value === 'funnel')
+        this.err(attr.offset, "Funnel (public ingress through Tailscale's relays) is not available with hse; remove the funnel attribute");
       else caps[attr.value] = null;
     }
     for (const c of a.app) {

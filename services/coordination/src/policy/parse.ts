@@ -68,6 +68,7 @@ export function emptyPolicy(): Policy {
     sshTests: [],
     nodeAttrs: [],
     randomizeClientPort: false,
+    hasAccessRules: false,
   };
 }
 
@@ -146,6 +147,19 @@ class Reader {
     return out;
   }
 
+  /**
+   * A list that should not be empty: an empty one is accepted (Tailscale accepts it; the rule then matches nothing)
+   * with a warning, or refused when required. A missing one is reported by the caller.
+   */
+  private nonEmpty(field: Field | undefined, what: string, why: string, required = false): Located[] {
+    const list = this.strList(field?.value, what);
+    if (field && field.value.type === 'array' && (field.value.children ?? []).length === 0) {
+      if (required) this.err(field.value, `${what} is empty; ${why}`);
+      else this.sink.warn(field.value.offset, `${what} is empty; ${why}`);
+    }
+    return list;
+  }
+
   private list(node: JsonNode, what: string): JsonNode[] {
     if (node.type === 'null') return [];
     if (node.type !== 'array') {
@@ -212,6 +226,7 @@ class Reader {
     if (v('groups')) p.groups = this.namedLists(v('groups')!, 'groups');
     if (v('tagOwners')) p.tagOwners = this.namedLists(v('tagOwners')!, 'tagOwners');
     if (v('hosts')) p.hosts = this.namedLists(v('hosts')!, 'hosts', true);
+    p.hasAccessRules = top.has('acls') || top.has('grants');
     if (v('acls')) p.acls = this.list(v('acls')!, 'acls').flatMap((n, i) => this.acl(n, i) ?? []);
     if (v('grants')) p.grants = this.list(v('grants')!, 'grants').flatMap((n, i) => this.grant(n, i) ?? []);
     if (v('tests')) p.tests = this.list(v('tests')!, 'tests').flatMap((n, i) => this.test(n, i) ?? []);
@@ -255,8 +270,8 @@ class Reader {
     const proto = f.get('proto');
     return {
       offset: node.offset,
-      src: this.strList(src?.value, `${where}.src`),
-      dst: this.strList(dst?.value, `${where}.dst`),
+      src: this.nonEmpty(src, `${where}.src`, 'the rule would let nobody in'),
+      dst: this.nonEmpty(dst, `${where}.dst`, 'the rule would open nothing'),
       proto: proto ? this.str(proto.value, `${where}.proto`) : null,
     };
   }
@@ -272,8 +287,8 @@ class Reader {
     if (!f.get('dst')) this.err(node, `${where} has no "dst" (what it gives access to)`);
     const g: Grant = {
       offset: node.offset,
-      src: this.strList(f.get('src')?.value, `${where}.src`),
-      dst: this.strList(f.get('dst')?.value, `${where}.dst`),
+      src: this.nonEmpty(f.get('src'), `${where}.src`, 'the grant would be for nobody'),
+      dst: this.nonEmpty(f.get('dst'), `${where}.dst`, 'the grant would give nothing'),
       ip: this.strList(f.get('ip')?.value, `${where}.ip`),
       app: this.app(f.get('app')?.value, `${where}.app`),
     };
@@ -315,10 +330,10 @@ class Reader {
     if (!f.get('users') || f.get('users')!.value.type === 'null') this.err(node, `${where} has no "users" (which local users, e.g. ["autogroup:nonroot"])`);
     return {
       offset: node.offset,
-      action: action ?? { value: '', offset: node.offset },
-      src: this.strList(f.get('src')?.value, `${where}.src`),
-      dst: this.strList(f.get('dst')?.value, `${where}.dst`),
-      users: this.strList(f.get('users')?.value, `${where}.users`),
+      action,
+      src: this.nonEmpty(f.get('src'), `${where}.src`, 'the rule would let nobody log in'),
+      dst: this.nonEmpty(f.get('dst'), `${where}.dst`, 'the rule would open no device'),
+      users: this.nonEmpty(f.get('users'), `${where}.users`, 'name the local users, e.g. ["autogroup:nonroot"]', true),
       checkPeriod: f.get('checkPeriod') && f.get('checkPeriod')!.value.type !== 'null' ? this.str(f.get('checkPeriod')!.value, `${where}.checkPeriod`) : null,
       acceptEnv: this.strList(f.get('acceptEnv')?.value, `${where}.acceptEnv`),
     };
@@ -358,7 +373,7 @@ class Reader {
       attr: this.strList(f.get('attr')?.value, `${where}.attr`),
       app: this.app(f.get('app')?.value, `${where}.app`),
     };
-    if (a.attr.length === 0 && a.app.length === 0) this.err(node, `${where} gives nothing: add "attr" (["drive:share", …]) or "app"`);
+    if (a.attr.length === 0 && a.app.length === 0) this.sink.warn(node.offset, `${where} gives nothing: add "attr" (["drive:share", …]) or "app"`);
     return a;
   }
 }

@@ -12,7 +12,7 @@
 //   - "deny" must hold for that device and for every existing device with the identity (which may carry more tags,
 //     be in more groups, or have an address some rule names).
 // A test without "proto" asks about TCP. Destinations are one host and one port (a CIDR, a port range or "*" is
-// refused), except autogroup:internet, which asks whether exit nodes may be used.
+// refused, even a /32), except autogroup:internet:*, which asks whether exit nodes may be used.
 import type { IPSet, Interval } from './ip.ts';
 import type { Model, Sel } from './model.ts';
 import type { ErrorSink } from './parse.ts';
@@ -36,6 +36,8 @@ interface Principal {
   internet: boolean;
   /** For autogroup:self destinations: the source principal whose own device this is. */
   selfOf: Principal | null;
+  /** An existing device (named in messages), not a hypothetical one. */
+  concrete: boolean;
 }
 
 const base = (name: string): Principal => ({
@@ -48,9 +50,26 @@ const base = (name: string): Principal => ({
   addrs: [],
   internet: false,
   selfOf: null,
+  concrete: false,
 });
 
+/** One assertion of tests or sshTests and its outcome, for the console's list of test results. */
+export interface TestResult {
+  /** "tests[2]" or "sshTests[0]". */
+  origin: string;
+  line: number;
+  column: number;
+  /** What was asserted: "alice@ → tag:db:5432 accept", "bob@ → tag:server as root deny". */
+  assertion: string;
+  passed: boolean;
+  /** Why it failed (the same sentence as the error), or where the access comes from when it passed. */
+  detail: string;
+}
+
 export class PolicyTestRunner {
+  /** Every assertion evaluated, passed or not. */
+  readonly results: TestResult[] = [];
+  private origin = '';
   private readonly model: Model;
   private readonly r: Resolver;
   private readonly sink: ErrorSink;
@@ -65,12 +84,19 @@ export class PolicyTestRunner {
     this.sink.error(l.offset, message);
   }
 
+  private record(l: Located, assertion: string, passed: boolean, detail: string): void {
+    const { line, column } = this.sink.lines.position(l.offset);
+    this.results.push({ origin: this.origin, line, column, assertion, passed, detail });
+    if (!passed) this.sink.error(l.offset, detail);
+  }
+
   private line(offset: number): number {
     return this.sink.lines.position(offset).line;
   }
 
   run(): void {
-    this.model.policy.tests.forEach((t) => {
+    this.model.policy.tests.forEach((t, i) => {
+      this.origin = `tests[${i}]`;
       let proto = 6;
       if (t.proto) {
         const p = parseProto(t.proto.value);
@@ -89,7 +115,8 @@ export class PolicyTestRunner {
         for (const d of list) this.networkAssertion(src, d, proto, want);
       }
     });
-    this.model.policy.sshTests.forEach((t) => {
+    this.model.policy.sshTests.forEach((t, i) => {
+      this.origin = `sshTests[${i}]`;
       const src = this.principals(t.src, 'SSH test source');
       if (!src) return;
       for (const c of t.check) this.err(c, 'check mode needs a recent browser sign-in, which hse does not offer yet; there are no check rules to test');
@@ -118,6 +145,10 @@ export class PolicyTestRunner {
     const s: Sel = { sel, text: l.value, offset: l.offset };
     switch (sel.kind) {
       case 'user': {
+        if (l.value.startsWith('user:')) {
+          this.err(l, `${what}: a test acts as one user, not every user of a domain; name one ("alice@")`);
+          return null;
+        }
         const ids = this.model.userIds.get(l.value) ?? this.lookupUser(l);
         if (ids.length !== 1) {
           this.err(l, `${what}: ${l.value} is not a user of this tailnet`);
@@ -201,6 +232,7 @@ export class PolicyTestRunner {
         tagged: tn.tagged[i] === 1,
         tags: node.tags,
         addrs,
+        concrete: true,
       });
     }
     return out;
@@ -303,8 +335,8 @@ export class PolicyTestRunner {
     const host = hp.value.host;
     const portText = hp.value.ports;
     if (host === 'autogroup:internet') {
-      if (portText !== '*' && !/^\d+$/.test(portText)) {
-        this.err(d, `${d.value}: a test destination has one port`);
+      if (portText !== '*') {
+        this.err(d, `${d.value}: autogroup:internet is tested as a whole (may the source use exit nodes?): write autogroup:internet:*`);
         return null;
       }
       const internet = { ...base('the internet'), internet: true };
@@ -328,7 +360,7 @@ export class PolicyTestRunner {
       this.err(d, parsed.reason);
       return null;
     }
-    if ((parsed.value.kind === 'prefix' && parsed.value.interval.lo !== parsed.value.interval.hi) || parsed.value.kind === 'all') {
+    if (parsed.value.kind === 'prefix' ? host.includes('/') : parsed.value.kind === 'all') {
       this.err(d, `${d.value}: a test destination is one device or address, not a range`);
       return null;
     }
@@ -341,21 +373,30 @@ export class PolicyTestRunner {
     const dst = this.destination(d, src);
     if (!dst) return;
     const what = `${dst.text}${proto === 6 ? '' : ` (${protocolName(proto)})`}`;
+    const assertion = `${src[0].name} → ${what} ${want ? 'accept' : 'deny'}`;
     if (want) {
       const p = src[0];
       const q = dst.principals(p)[0];
-      if (!this.reach(p, q, proto, dst.port)) this.err(d, `test failed: ${p.name} cannot reach ${what}, but the test says accept`);
+      const via = this.reach(p, q, proto, dst.port);
+      if (via) this.record(d, assertion, true, `allowed by ${via}`);
+      else this.record(d, assertion, false, `test failed: ${p.name} cannot reach ${what}, but the test says accept`);
       return;
     }
     for (const p of src) {
       for (const q of dst.principals(p)) {
         const via = this.reach(p, q, proto, dst.port);
         if (via) {
-          this.err(d, `test failed: ${p.name} can reach ${what}${q.name.includes('device ') ? ` (${q.name})` : ''} through ${via}, but the test says deny`);
+          this.record(
+            d,
+            assertion,
+            false,
+            `test failed: ${p.name} can reach ${what}${q.concrete ? ` (${q.name})` : ''} through ${via}, but the test says deny`,
+          );
           return;
         }
       }
     }
+    this.record(d, assertion, true, 'no rule allows it');
   }
 
   // ---- SSH tests ----
@@ -403,21 +444,25 @@ export class PolicyTestRunner {
       if (dstSel.sel.kind === 'autogroup' && dstSel.sel.name === 'self') return this.ownDevices(p);
       return this.identity({ value: dstSel.text, offset: dstSel.offset }, dstSel.sel, 'SSH test destination');
     };
+    const assertion = `${src[0].name} → ${d.value} as ${login.value} ${want ? 'accept' : 'deny'}`;
     if (want) {
       const p = src[0];
       const q = dsts(p);
-      if (q && !this.sshAllows(p, q[0], login.value))
-        this.err(login, `SSH test failed: ${p.name} cannot log in to ${d.value} as ${login.value}, but the test says accept`);
+      if (!q) return;
+      const via = this.sshAllows(p, q[0], login.value);
+      if (via) this.record(login, assertion, true, `allowed by ${via}`);
+      else this.record(login, assertion, false, `SSH test failed: ${p.name} cannot log in to ${d.value} as ${login.value}, but the test says accept`);
       return;
     }
     for (const p of src) {
       for (const q of dsts(p) ?? []) {
         const via = this.sshAllows(p, q, login.value);
         if (via) {
-          this.err(login, `SSH test failed: ${p.name} can log in to ${d.value} as ${login.value} through ${via}, but the test says deny`);
+          this.record(login, assertion, false, `SSH test failed: ${p.name} can log in to ${d.value} as ${login.value} through ${via}, but the test says deny`);
           return;
         }
       }
     }
+    this.record(login, assertion, true, 'no rule allows it');
   }
 }

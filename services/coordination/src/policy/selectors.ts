@@ -3,8 +3,9 @@
 //
 // Reference: Tailscale's policy-file syntax reference (targets and selectors, ACL dst and proto, grant ip) and the
 // refusals its control plane gives (captured in headscale's compatibility test data). hse differences:
-//   - a user is "alice@" (login name) or "alice@example.com" (the user's address); a bare "alice" is a host name, and
-//     when no such host exists the error suggests "alice@";
+//   - a user is "alice@" (login name), "alice@example.com" (the user's address) or "user:*@example.com" (every user
+//     with an address in the domain); a bare "alice" is a host name, and when no such host exists the error suggests
+//     "alice@";
 //   - a selector with spaces around it is refused, not trimmed;
 //   - ports on protocols without ports (icmp, gre, …) must be "*".
 import { type Interval, parseAddr, parsePrefix } from './ip.ts';
@@ -61,7 +62,12 @@ export function parseSelector(s: string): Parsed<Selector> {
     if (AUTOGROUPS.has(name)) return ok({ kind: 'autogroup', name: name as 'member' });
     return no(UNSUPPORTED_AUTOGROUPS[name] ?? `${s} is not an autogroup hse knows (autogroup:member, autogroup:tagged, autogroup:self, autogroup:internet)`);
   }
-  if (s.startsWith('user:') || s.startsWith('localpart:')) return no(`${s}: domain-wide user patterns are not supported by hse; name the users or a group`);
+  if (s.startsWith('user:')) {
+    // user:*@<domain>: every user whose address is in the domain.
+    if (!/^user:\*@[^\s@*]+$/.test(s)) return no(`${s}: write "user:*@<domain>" for every user with an address in that domain`);
+    return ok({ kind: 'user', login: s });
+  }
+  if (s.startsWith('localpart:')) return no(`${s}: localpart:*@<domain> names local users, in an SSH rule's "users"`);
   if (s.includes('/')) {
     const p = parsePrefix(s);
     return p.ok ? ok({ kind: 'prefix', interval: p.interval, text: s }) : no(p.reason);

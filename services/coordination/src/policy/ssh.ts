@@ -7,7 +7,10 @@
 // agent and port forwarding; localpart:*@<domain> becomes one rule per source user, mapping the local part of their
 // address. For autogroup:self the principals are the node's own user's devices among the sources.
 // hse differs: "check" rules are refused at validation (they need a browser sign-in hse does not offer yet), so every
-// rule accepts.
+// rule accepts; principals are listed once per address (Tailscale repeats a device with two matching tags); the
+// users common to every source form one rule and localpart rules follow (Tailscale repeats the common users per
+// source user — the same decisions); and localpart rules go to the rule's destinations only (Tailscale's captures
+// also put them on the source users' own devices, which the policy did not name).
 import type { SSHAction, SSHPolicy, SSHPrincipal, SSHRule } from '../tailcfg/tailcfg.ts';
 import type { Model, SSHRuleModel } from './model.ts';
 import type { Resolver } from './resolve.ts';
@@ -15,12 +18,13 @@ import type { Bitset } from './tailnet-index.ts';
 
 const ACCEPT: SSHAction = Object.freeze({ accept: true, allowAgentForwarding: true, allowLocalPortForwarding: true, allowRemotePortForwarding: true });
 
+/** The rule's sshUsers, keys in sorted order as Tailscale's (Go-encoded) maps come. */
 export function sshUsersMap(r: SSHRuleModel): Record<string, string> {
   const m: Record<string, string> = {};
   if (r.users.nonroot) m['*'] = '=';
   for (const u of r.users.named) m[u] = u;
   m.root = r.users.root ? 'root' : '';
-  return m;
+  return Object.fromEntries(Object.entries(m).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
 /** An SSH rule that targets a node: which rule, and for autogroup:self whose devices are the principals. */

@@ -45,7 +45,8 @@ export interface PolicyTest {
 /** ssh[]: who (src) may log in to which devices (dst) as which local users (users), with what action. */
 export interface SSHRuleSpec {
   offset: number;
-  action: Located;
+  /** null when missing (reported while reading). */
+  action: Located | null;
   src: Located[];
   dst: Located[];
   users: Located[];
@@ -91,6 +92,11 @@ export interface Policy {
   nodeAttrs: NodeAttr[];
   /** Top-level randomizeClientPort: true gives every node the randomize-client-port attribute. */
   randomizeClientPort: boolean;
+  /**
+   * Whether the document has an "acls" or a "grants" key at all. With neither, network access is open (every device
+   * reaches every device), as Tailscale does it; an empty "acls": [] denies everything.
+   */
+  hasAccessRules: boolean;
 }
 
 /** A device as the engine sees it. Tagged devices (tags non-empty) are owned by their tags, not by userId's user. */

@@ -5,22 +5,13 @@
 // Validation happens before a save (policy/ compiles the text); the store keeps whatever it is given.
 // With HSE_POLICY_FILE the file is the policy and this store is not used (map/policy-source.ts).
 import { HseError } from '../../../../shared/errors.ts';
+import type { PolicyVersion } from '../../../../shared/model.ts';
 import { K } from '../../../../shared/redis-keys.ts';
 import type { Store } from './store.ts';
 
 export const KEEP_VERSIONS = 100;
 
-export interface PolicyVersion {
-  version: number;
-  text: string;
-  /** Console account, "cli", "api:<key description>", or "system". */
-  actor: string;
-  ip: string;
-  /** ISO 8601 UTC. */
-  time: string;
-  /** Why, when it is not a plain edit, e.g. "revert to version 3". */
-  note?: string;
-}
+export type { PolicyVersion };
 
 /** KEYS: versions hash, current, seq; ARGV: expected current ("" = any), JSON without version, keep. Returns the new version or -1. */
 const SAVE_LUA = `
