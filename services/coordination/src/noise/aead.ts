@@ -14,8 +14,15 @@ export function nonceFor(counter: number): Buffer {
   return n;
 }
 
+/**
+ * The key may be raw bytes or a KeyObject made once for many messages: Node checks and imports raw key bytes again at
+ * every createCipheriv, which was most of the cost of sealing a small frame (a transport key is used for every frame
+ * of a connection; cipher-state.ts keeps one).
+ */
+export type AeadKey = Uint8Array | crypto.KeyObject;
+
 /** Returns ciphertext || tag. */
-export function seal(key: Uint8Array, counter: number, plaintext: Uint8Array, ad?: Uint8Array): Buffer {
+export function seal(key: AeadKey, counter: number, plaintext: Uint8Array, ad?: Uint8Array): Buffer {
   const c = crypto.createCipheriv('chacha20-poly1305', key, nonceFor(counter), { authTagLength: TAG_LEN });
   if (ad && ad.length > 0) c.setAAD(ad, { plaintextLength: plaintext.length });
   const body = c.update(plaintext);
@@ -26,7 +33,7 @@ export function seal(key: Uint8Array, counter: number, plaintext: Uint8Array, ad
 export class AuthError extends Error {}
 
 /** Opens ciphertext || tag; throws AuthError when the tag does not verify (wrong key, counter, AD, or tampering). */
-export function open(key: Uint8Array, counter: number, sealed: Uint8Array, ad?: Uint8Array): Buffer {
+export function open(key: AeadKey, counter: number, sealed: Uint8Array, ad?: Uint8Array): Buffer {
   if (sealed.length < TAG_LEN) throw new AuthError(`sealed message of ${sealed.length} bytes is shorter than the ${TAG_LEN}-byte tag`);
   const bodyLen = sealed.length - TAG_LEN;
   const d = crypto.createDecipheriv('chacha20-poly1305', key, nonceFor(counter), { authTagLength: TAG_LEN });
