@@ -15,9 +15,9 @@
 // With --failover, instead (ours only): subnet-router failover. Of the N nodes, R are subnet routers, R/P for each of
 // P prefixes 10.100.<k>.0/24 (advertised in Hostinfo.RoutableIPs, approved at once by the policy's autoApprovers);
 // once every stream has its full map and the online fan-out has settled, K times: the primary router of a prefix
-// goes offline (its connection closes, as when tailscaled stops) — latency until each other stream has the new
-// primary (a Node with the prefix in PrimaryRoutes); then the old primary comes back, and must not take the prefix
-// back (counted as "flap-backs").
+// goes offline (its connection closes, as when tailscaled stops) — latency until each stream that uses the route
+// (all but the prefix's routers, which route it themselves) has the new primary (a Node with the prefix in
+// PrimaryRoutes); then the old primary comes back, and must not take the prefix back (counted as "flap-backs").
 //
 //   node bench/control.ts                       N = 100, 500
 //   node bench/control.ts --n=100 --events=5     smaller
@@ -26,6 +26,7 @@
 //   options: --only=hse|headscale  --events=K (default 10)  --concurrency=C (registrations in flight, default 64)
 //            --policy=<file>: the policy put in force before the nodes register (--failover; default: every node
 //            reaches every node, and autoApprovers give 10.100.0.0/16 to the bench user's routers)
+//            --cpu-prof=<dir>: V8 CPU profiles of the server's Node processes, written there when they stop (--failover)
 import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fetchServerKey } from './load-client/dial.ts';
@@ -260,6 +261,9 @@ interface FailoverRun {
   flapBacks: number;
   cpuEvents: number;
   streamsEnded: number;
+  /** From full maps until the streams went quiet (the online fan-out), and streams then missing some online peer. */
+  settleMs: number;
+  onlineMissing: number;
   error?: string;
 }
 
@@ -272,8 +276,12 @@ function defaultFailoverPolicy(): string {
 }
 
 async function runFailover(n: number, routers: number, prefixes: number, policy: string): Promise<FailoverRun> {
-  const run: FailoverRun = { n, events: [], flapBacks: 0, cpuEvents: NaN, streamsEnded: 0 };
-  const h = await startHse({ processes: ['redis', 'coordination', 'router'] });
+  const run: FailoverRun = { n, events: [], flapBacks: 0, cpuEvents: NaN, streamsEnded: 0, settleMs: NaN, onlineMissing: NaN };
+  const profiles = args.str('cpu-prof', '');
+  const h = await startHse({
+    processes: ['redis', 'coordination', 'router'],
+    env: profiles ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profiles}` } : {},
+  });
   const who = { actor: 'bench', ip: '' };
   const prefixOf = (k: number) => `10.100.${k}.0/24`;
   let fleet: Fleet | null = null;
@@ -288,9 +296,12 @@ async function runFailover(n: number, routers: number, prefixes: number, policy:
     const full = await fleet.waitFull(Math.max(120_000, n * 150));
     if (full.missing > 0) throw new Error(`${full.missing} nodes never got their full map`);
     log(`failover N=${n}: full maps in ${fmtMs(Math.max(...full.times))}; waiting for the online fan-out to settle`);
-    const notOnline = await fleet.waitAllOnline(Math.max(120_000, n * 300));
-    if (notOnline > 0) throw new Error(`${notOnline} streams never saw every node online`);
-    await fleet.settle(1000, 120_000);
+    // Failovers are measured on a quiet server: the N×(N-1) online fan-out of the whole network opening at once (the
+    // default scenario's "all streams see all nodes online") must have finished, however long it takes here.
+    const settleStart = performance.now();
+    if (!(await fleet.settle(3000, 3_600_000))) throw new Error('the server did not go quiet within an hour after the streams opened');
+    run.settleMs = performance.now() - settleStart;
+    run.onlineMissing = await fleet.waitAllOnline(0);
     // Every router approved and in effect, one primary per prefix.
     const ready = async () => {
       const rs = await h.admin.listRoutes(who);
@@ -308,7 +319,13 @@ async function runFailover(n: number, routers: number, prefixes: number, policy:
       const primary = (await h.admin.listRoutes(who)).find((r) => r.prefix === prefix && r.primary);
       const i = fleet.nodes.findIndex((x) => x.id === primary?.nodeId);
       if (!primary || i < 0) throw new Error(`no primary router known for ${prefix}`);
-      run.events.push(await fleet.probeFailover(i, prefix, 30_000));
+      const coRouters = fleet.nodes.flatMap((x, j) => (x.routes.includes(prefix) && j !== i ? [j] : []));
+      const r = await fleet.probeFailover(i, prefix, coRouters, 30_000);
+      run.events.push(r);
+      const now = (await h.admin.listRoutes(who)).find((x) => x.prefix === prefix && x.primary);
+      log(
+        `failover ${e + 1}: ${prefix} from node ${primary.nodeId} to ${now?.nodeId ?? 'none'}: p50 ${fmtMs(percentile(r.latencies, 50))}, slowest ${fmtMs(r.allMs)}, streams missing ${r.missing}`,
+      );
       await fleet.settle(300, 15_000);
       await fleet.reconnect(i);
       await fleet.settle(500, 60_000);
@@ -359,5 +376,10 @@ async function failoverScenario(): Promise<void> {
     `${table(['N', 'failovers', 'new primary → stream p50', 'p99', 'all streams (median)', 'slowest stream', 'deliveries missing', 'flap-backs', 'server CPU s'], rowsOut)}\n\n`,
   );
   for (const r of runs) if (r.error) process.stdout.write(`N=${r.n}: FAILED: ${r.error.split('\n')[0]}\n`);
-  process.stdout.write(`streams ended early: ${runs.map((r) => r.streamsEnded).join(', ')}; goal: p99 ≤ 2 s\n`);
+  for (const r of runs) {
+    process.stdout.write(
+      `N=${r.n}: streams ended early ${r.streamsEnded}; before the failovers, the online fan-out took ${fmtMs(r.settleMs)} to settle, after which ${r.onlineMissing} streams missed some online peer\n`,
+    );
+  }
+  process.stdout.write('goal: p99 ≤ 2 s\n');
 }

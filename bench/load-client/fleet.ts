@@ -18,9 +18,10 @@
 // stream holds all of them is the cost of a whole network (re)connecting, beyond the full maps themselves.
 //
 // Failover: a subnet router that is primary for a prefix goes offline (its connection closes, as when tailscaled
-// stops); it reaches a stream with the first message holding another node with that prefix in PrimaryRoutes — in
-// PeersChanged, or as the stream's own Node when the stream is the new primary's. Peers learn of a new primary only
-// from a full Node: tailcfg.PeerChange has no field for routes.
+// stops); it reaches a stream with the first message holding another node with that prefix in PrimaryRoutes, in
+// PeersChanged. Peers learn of a new primary only from a full Node: tailcfg.PeerChange has no field for routes. The
+// streams measured are those of the nodes that use the route: the other routers of the prefix route it themselves
+// and are not given it (policy/compile.ts routesFor).
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pool, until } from '../../test/harness/pool.ts';
 import { ControlNode, type ServerTarget } from './control-node.ts';
@@ -145,7 +146,7 @@ export class Fleet {
           ? (m.PeersChanged?.some((p) => p.Key === w.key) ?? false) || (m.Peers?.some((p) => p.Key === w.key) ?? false)
           : w.kind === 'leave'
             ? (m.PeersRemoved?.includes(w.id) ?? false)
-            : (m.PeersChanged?.some(takesOver) ?? false) || (m.Node !== undefined && takesOver(m.Node));
+            : (m.PeersChanged?.some(takesOver) ?? false);
       if (hit) {
         w.latency[i] = at - w.since;
         w.remaining--;
@@ -192,7 +193,7 @@ export class Fleet {
   }
 
   private async observe(
-    what: Pick<Watch, 'kind' | 'key' | 'id'> & { prefix?: string; skip?: number },
+    what: Pick<Watch, 'kind' | 'key' | 'id'> & { prefix?: string; skip?: number[] },
     act: () => Promise<void>,
     timeoutMs: number,
   ): Promise<EventResult> {
@@ -201,10 +202,13 @@ export class Fleet {
       prefix: what.prefix ?? '',
       since: performance.now(),
       latency: new Float64Array(this.nodes.length).fill(NaN),
-      remaining: this.nodes.length - (what.skip === undefined ? 0 : 1),
+      remaining: this.nodes.length,
     };
-    // The skipped stream is the one that went away: marked done (Infinity), so it is neither waited for nor counted.
-    if (what.skip !== undefined) w.latency[what.skip] = Infinity;
+    // Skipped streams are marked done (Infinity), so they are neither waited for nor counted.
+    for (const i of new Set(what.skip ?? [])) {
+      w.latency[i] = Infinity;
+      w.remaining--;
+    }
     this.watch = w;
     await act();
     await until(() => w.remaining === 0, timeoutMs, 5);
@@ -242,13 +246,14 @@ export class Fleet {
 
   /**
    * Fleet node `i`, primary router for `prefix`, goes offline: its connection closes (tailscaled stopping). Measured
-   * from the close to each other stream learning another router is primary for the prefix.
+   * from the close to each stream but those of `coRouters` (the prefix's other routers) learning another router is
+   * primary for the prefix.
    */
-  async probeFailover(i: number, prefix: string, timeoutMs: number): Promise<EventResult> {
+  async probeFailover(i: number, prefix: string, coRouters: number[], timeoutMs: number): Promise<EventResult> {
     const node = this.nodes[i];
     if (node.id === 0) throw new Error(`${node.hostname} never got its own map, so its ID is unknown`);
     this.closing.add(i);
-    return this.observe({ kind: 'primary', key: node.nodeKey, id: node.id, prefix, skip: i }, async () => node.close(), timeoutMs);
+    return this.observe({ kind: 'primary', key: node.nodeKey, id: node.id, prefix, skip: [i, ...coRouters] }, async () => node.close(), timeoutMs);
   }
 
   /** Brings a node closed by probeFailover back: a new connection and map stream, as tailscaled starting again. */
