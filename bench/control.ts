@@ -11,10 +11,24 @@
 // Counted as "server": ours = coordination + router + redis-server; headscale = its one
 // process. Ours is reached through the router (what users get); headscale directly. One server runs at a time.
 //
+//
+// With --failover, instead (ours only): subnet-router failover. Of the N nodes, R are subnet routers, R/P for each of
+// P prefixes 10.100.<k>.0/24 (advertised in Hostinfo.RoutableIPs, approved at once by the policy's autoApprovers);
+// once every stream has its full map and the online fan-out has settled, K times: the primary router of a prefix
+// goes offline (its connection closes, as when tailscaled stops) — latency until each stream that uses the route
+// (all but the prefix's routers, which route it themselves) has the new primary (a Node with the prefix in
+// PrimaryRoutes); then the old primary comes back, and must not take the prefix back (counted as "flap-backs").
+//
 //   node bench/control.ts                       N = 100, 500
 //   node bench/control.ts --n=100 --events=5     smaller
 //   node bench/control.ts --full                 N = 100, 500, 1000, 2000
+//   node bench/control.ts --failover             N = 2000, 50 routers, 10 prefixes (--n, --routers=R, --prefixes=P)
 //   options: --only=hse|headscale  --events=K (default 10)  --concurrency=C (registrations in flight, default 64)
+//            --policy=<file>: the policy put in force before the nodes register (--failover; default: every node
+//            reaches every node, and autoApprovers give 10.100.0.0/16 to the bench user's routers)
+//            --cpu-prof=<dir>: V8 CPU profiles of the server's Node processes, written there when they stop (--failover)
+import fs from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fetchServerKey } from './load-client/dial.ts';
 import { Fleet, type EventResult } from './load-client/fleet.ts';
 import { parseArgs } from './lib/args.ts';
@@ -49,11 +63,17 @@ interface Run {
 }
 
 const args = parseArgs(process.argv.slice(2));
-const sizes = args.flag('full') ? [100, 500, 1000, 2000] : args.ints('n', [100, 500]);
+const failover = args.flag('failover');
+const sizes = args.flag('full') ? [100, 500, 1000, 2000] : args.ints('n', failover ? [2000] : [100, 500]);
 const events = args.int('events', 10);
 const concurrency = args.int('concurrency', 64);
 const only = args.str('only', '');
 const log = (s: string) => process.stderr.write(`[control] ${s}\n`);
+
+if (failover) {
+  await failoverScenario();
+  process.exit(0);
+}
 
 let servers: ServerName[] = only === 'hse' ? ['hse'] : only === 'headscale' ? ['headscale'] : ['hse', 'headscale'];
 // A missing headscale is said up front and after the table; ours is measured all the same.
@@ -231,3 +251,135 @@ for (const runs of all) {
 }
 process.stdout.write('\nratio < 1 is better for hse on every row except register (nodes/s), where > 1 is better.\n');
 if (notMeasured.length > 0) process.stdout.write(`headscale not measured: ${notMeasured.join('; ')}.\n`);
+
+// ---- --failover ----------------------------------------------------------------------------------------------------
+
+interface FailoverRun {
+  n: number;
+  events: EventResult[];
+  /** Times the old primary was primary again after it came back. */
+  flapBacks: number;
+  cpuEvents: number;
+  streamsEnded: number;
+  /** From full maps until the streams went quiet (the online fan-out), and streams then missing some online peer. */
+  settleMs: number;
+  onlineMissing: number;
+  error?: string;
+}
+
+/** Every node reaches every node; the bench user's routers get 10.100.0.0/16 and its subnets approved at once. */
+function defaultFailoverPolicy(): string {
+  return JSON.stringify({
+    acls: [{ action: 'accept', src: ['*'], dst: ['*:*'] }],
+    autoApprovers: { routes: { '10.100.0.0/16': ['bench@'] } },
+  });
+}
+
+async function runFailover(n: number, routers: number, prefixes: number, policy: string): Promise<FailoverRun> {
+  const run: FailoverRun = { n, events: [], flapBacks: 0, cpuEvents: NaN, streamsEnded: 0, settleMs: NaN, onlineMissing: NaN };
+  const profiles = args.str('cpu-prof', '');
+  const h = await startHse({
+    processes: ['redis', 'coordination', 'router'],
+    env: profiles ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profiles}` } : {},
+  });
+  const who = { actor: 'bench', ip: '' };
+  const prefixOf = (k: number) => `10.100.${k}.0/24`;
+  let fleet: Fleet | null = null;
+  try {
+    const key = await h.preAuthKey('bench');
+    await h.admin.setPolicy(who, policy);
+    fleet = new Fleet({ host: '127.0.0.1', port: h.port, serverKey: await fetchServerKey(h.url) }, n);
+    for (let i = 0; i < routers; i++) fleet.nodes[i].routes = [prefixOf(i % prefixes)];
+    log(`failover N=${n}: registering (${routers} routers, ${prefixes} prefixes)`);
+    await fleet.register(key, concurrency);
+    await fleet.openAll();
+    const full = await fleet.waitFull(Math.max(120_000, n * 150));
+    if (full.missing > 0) throw new Error(`${full.missing} nodes never got their full map`);
+    log(`failover N=${n}: full maps in ${fmtMs(Math.max(...full.times))}; waiting for the online fan-out to settle`);
+    // Failovers are measured on a quiet server: the N×(N-1) online fan-out of the whole network opening at once (the
+    // default scenario's "all streams see all nodes online") must have finished, however long it takes here.
+    const settleStart = performance.now();
+    if (!(await fleet.settle(3000, 3_600_000))) throw new Error('the server did not go quiet within an hour after the streams opened');
+    run.settleMs = performance.now() - settleStart;
+    run.onlineMissing = await fleet.waitAllOnline(0);
+    // Every router approved and in effect, one primary per prefix.
+    const ready = async () => {
+      const rs = await h.admin.listRoutes(who);
+      return rs.filter((r) => r.active).length === routers && new Set(rs.filter((r) => r.primary).map((r) => r.prefix)).size === prefixes;
+    };
+    const deadline = Date.now() + 60_000;
+    while (!(await ready())) {
+      if (Date.now() > deadline)
+        throw new Error(`the routes were not all approved with a primary each: ${JSON.stringify(await h.admin.listRoutes(who)).slice(0, 500)}`);
+      await sleep(250);
+    }
+    const cpu0 = sampleGroup(h.pids()).cpuSeconds;
+    for (let e = 0; e < events; e++) {
+      const prefix = prefixOf(e % prefixes);
+      const primary = (await h.admin.listRoutes(who)).find((r) => r.prefix === prefix && r.primary);
+      const i = fleet.nodes.findIndex((x) => x.id === primary?.nodeId);
+      if (!primary || i < 0) throw new Error(`no primary router known for ${prefix}`);
+      const coRouters = fleet.nodes.flatMap((x, j) => (x.routes.includes(prefix) && j !== i ? [j] : []));
+      const r = await fleet.probeFailover(i, prefix, coRouters, 30_000);
+      run.events.push(r);
+      const now = (await h.admin.listRoutes(who)).find((x) => x.prefix === prefix && x.primary);
+      log(
+        `failover ${e + 1}: ${prefix} from node ${primary.nodeId} to ${now?.nodeId ?? 'none'}: p50 ${fmtMs(percentile(r.latencies, 50))}, slowest ${fmtMs(r.allMs)}, streams missing ${r.missing}`,
+      );
+      await fleet.settle(300, 15_000);
+      await fleet.reconnect(i);
+      await fleet.settle(500, 60_000);
+      const back = (await h.admin.listRoutes(who)).find((r) => r.nodeId === primary.nodeId && r.prefix === prefix);
+      if (back?.primary) run.flapBacks++;
+    }
+    run.cpuEvents = sampleGroup(h.pids()).cpuSeconds - cpu0;
+    run.streamsEnded = fleet.streamsEnded;
+    log(`failover N=${n}: ${events} failovers measured`);
+  } catch (e) {
+    run.error = (e as Error).message;
+    log(`failover N=${n} failed: ${run.error}\n${h.logs().slice(-3000)}`);
+  } finally {
+    fleet?.close();
+    await h.stop();
+  }
+  return run;
+}
+
+async function failoverScenario(): Promise<void> {
+  const routers = args.int('routers', 50);
+  const prefixes = args.int('prefixes', 10);
+  const policyFile = args.str('policy', '');
+  const policy = policyFile ? fs.readFileSync(policyFile, 'utf8') : defaultFailoverPolicy();
+  if (routers < 2 * prefixes) throw new Error('--routers must be at least twice --prefixes (a failover needs a second router)');
+  process.stdout.write(header('Control plane: subnet-router failover (hse)', { 'redis-server': ['redis-server', ['--version']] }));
+  process.stdout.write(
+    `N = ${sizes.join(', ')}; ${routers} subnet routers, ${routers / prefixes} per prefix for ${prefixes} prefixes; ${events} failovers per N; policy: ${policyFile || 'allow all + autoApprovers for the routers'}; load client in one process on the same machine\n\n`,
+  );
+  const runs: FailoverRun[] = [];
+  for (const n of sizes) runs.push(await runFailover(n, routers, prefixes, policy));
+  const rowsOut = runs.map((r) => {
+    const st = eventStats(r.events);
+    const lat = r.events.flatMap((x) => x.latencies);
+    return [
+      r.n,
+      r.events.length,
+      fmtMs(st.p50),
+      fmtMs(st.p99),
+      fmtMs(st.all),
+      fmtMs(lat.length ? Math.max(...lat) : NaN),
+      st.missing,
+      r.flapBacks,
+      fmtNum(r.cpuEvents, 2),
+    ];
+  });
+  process.stdout.write(
+    `${table(['N', 'failovers', 'new primary → stream p50', 'p99', 'all streams (median)', 'slowest stream', 'deliveries missing', 'flap-backs', 'server CPU s'], rowsOut)}\n\n`,
+  );
+  for (const r of runs) if (r.error) process.stdout.write(`N=${r.n}: FAILED: ${r.error.split('\n')[0]}\n`);
+  for (const r of runs) {
+    process.stdout.write(
+      `N=${r.n}: streams ended early ${r.streamsEnded}; before the failovers, the online fan-out took ${fmtMs(r.settleMs)} to settle, after which ${r.onlineMissing} streams missed some online peer\n`,
+    );
+  }
+  process.stdout.write('goal: p99 ≤ 2 s\n');
+}

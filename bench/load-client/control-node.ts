@@ -46,6 +46,8 @@ export class ControlNode {
   private readonly logId = crypto.randomBytes(32).toString('hex');
   private session: http2.ClientHttp2Session | null = null;
   private mapStream: http2.ClientHttp2Stream | null = null;
+  /** Subnet routes it advertises (Hostinfo.RoutableIPs, as `tailscale up --advertise-routes` sends them). */
+  routes: string[] = [];
   /** Set from this node's first map message. */
   id = 0;
   early: unknown = undefined;
@@ -66,6 +68,8 @@ export class ControlNode {
       GoArch: 'amd64',
       GoVersion: 'go1.26.8',
       NetInfo: { MappingVariesByDestIP: false, WorkingUDP: true, PreferredDERP: 0, DERPLatency: {} },
+      // omitempty in tailcfg.Hostinfo: no key at all when the node advertises nothing.
+      ...(this.routes.length > 0 ? { RoutableIPs: this.routes } : {}),
     };
   }
 

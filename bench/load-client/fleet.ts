@@ -16,15 +16,23 @@
 // "All online": once every stream has opened, each server tells every stream that each of the other N-1 nodes is now
 // online (Online in Peers/PeersChanged, or a PeersChangedPatch) — N×(N-1) facts to deliver. The time until every
 // stream holds all of them is the cost of a whole network (re)connecting, beyond the full maps themselves.
+//
+// Failover: a subnet router that is primary for a prefix goes offline (its connection closes, as when tailscaled
+// stops); it reaches a stream with the first message holding another node with that prefix in PrimaryRoutes, in
+// PeersChanged. Peers learn of a new primary only from a full Node: tailcfg.PeerChange has no field for routes. The
+// streams measured are those of the nodes that use the route: the other routers of the prefix route it themselves
+// and are not given it (policy/compile.ts routesFor).
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pool, until } from '../../test/harness/pool.ts';
 import { ControlNode, type ServerTarget } from './control-node.ts';
-import type { MapMessage } from './map-frames.ts';
+import type { MapMessage, MapNode } from './map-frames.ts';
 
 interface Watch {
-  kind: 'join' | 'leave';
+  kind: 'join' | 'leave' | 'primary';
   key: string;
   id: number;
+  /** 'primary': the subnet whose primary router (`id`) went offline. */
+  prefix: string;
   since: number;
   /** Per stream: latency in ms, NaN until it arrived. */
   latency: Float64Array;
@@ -50,7 +58,10 @@ export class Fleet {
   /** Last time any stream got something other than a keep-alive. */
   lastChangeAt = 0;
   messages = 0;
+  /** Streams that ended without the fleet closing them. */
   streamsEnded = 0;
+  /** Nodes whose connection the fleet closed on purpose (a failover probe). */
+  private readonly closing = new Set<number>();
   private probeCount = 0;
   // Per stream, a byte per peer ID (IDs are small integers on both servers): 1 = the stream was told it is online.
   private readonly online: Uint8Array[];
@@ -129,10 +140,13 @@ export class Fleet {
     }
     const w = this.watch;
     if (w && Number.isNaN(w.latency[i])) {
+      const takesOver = (p: MapNode) => p.ID !== w.id && (p.PrimaryRoutes?.includes(w.prefix) ?? false);
       const hit =
         w.kind === 'join'
           ? (m.PeersChanged?.some((p) => p.Key === w.key) ?? false) || (m.Peers?.some((p) => p.Key === w.key) ?? false)
-          : (m.PeersRemoved?.includes(w.id) ?? false);
+          : w.kind === 'leave'
+            ? (m.PeersRemoved?.includes(w.id) ?? false)
+            : (m.PeersChanged?.some(takesOver) ?? false);
       if (hit) {
         w.latency[i] = at - w.since;
         w.remaining--;
@@ -145,17 +159,19 @@ export class Fleet {
     this.fullRemaining--;
   }
 
+  private openOne(i: number): Promise<void> {
+    return this.nodes[i].openMap(
+      (m, at) => this.onMessage(i, m, at),
+      () => {
+        if (!this.closing.has(i)) this.streamsEnded++;
+      },
+    );
+  }
+
   /** Opens every node's map stream at once (what a restart of the server or of the network looks like). */
   async openAll(): Promise<void> {
     this.openedAt = performance.now();
-    await Promise.all(
-      this.nodes.map((node, i) =>
-        node.openMap(
-          (m, at) => this.onMessage(i, m, at),
-          () => this.streamsEnded++,
-        ),
-      ),
-    );
+    await Promise.all(this.nodes.map((_, i) => this.openOne(i)));
   }
 
   /** Resolves when every node has its full map, or after `ms`. Returns per-node times (ms since openAll). */
@@ -176,13 +192,28 @@ export class Fleet {
     }
   }
 
-  private async observe(kind: 'join' | 'leave', key: string, id: number, act: () => Promise<void>, timeoutMs: number): Promise<EventResult> {
-    const w: Watch = { kind, key, id, since: performance.now(), latency: new Float64Array(this.nodes.length).fill(NaN), remaining: this.nodes.length };
+  private async observe(
+    what: Pick<Watch, 'kind' | 'key' | 'id'> & { prefix?: string; skip?: number[] },
+    act: () => Promise<void>,
+    timeoutMs: number,
+  ): Promise<EventResult> {
+    const w: Watch = {
+      ...what,
+      prefix: what.prefix ?? '',
+      since: performance.now(),
+      latency: new Float64Array(this.nodes.length).fill(NaN),
+      remaining: this.nodes.length,
+    };
+    // Skipped streams are marked done (Infinity), so they are neither waited for nor counted.
+    for (const i of new Set(what.skip ?? [])) {
+      w.latency[i] = Infinity;
+      w.remaining--;
+    }
     this.watch = w;
     await act();
     await until(() => w.remaining === 0, timeoutMs, 5);
     this.watch = null;
-    const latencies = [...w.latency].filter((x) => !Number.isNaN(x));
+    const latencies = [...w.latency].filter((x) => Number.isFinite(x));
     return { latencies, allMs: w.remaining === 0 ? Math.max(...latencies) : NaN, missing: w.remaining };
   }
 
@@ -194,9 +225,7 @@ export class Fleet {
     const node = new ControlNode(`probe-${++this.probeCount}`);
     await node.connect(this.target);
     const result = await this.observe(
-      'join',
-      node.nodeKey,
-      0,
+      { kind: 'join', key: node.nodeKey, id: 0 },
       async () => {
         await node.register(authKey);
         await node.openMap(() => {});
@@ -210,9 +239,28 @@ export class Fleet {
   async probeLeave(node: ControlNode, timeoutMs: number): Promise<EventResult> {
     await until(() => node.id !== 0, 10_000);
     if (node.id === 0) throw new Error(`probe ${node.hostname} never got its own map, so its ID is unknown`);
-    const result = await this.observe('leave', node.nodeKey, node.id, async () => void (await node.logout()), timeoutMs);
+    const result = await this.observe({ kind: 'leave', key: node.nodeKey, id: node.id }, async () => void (await node.logout()), timeoutMs);
     node.close();
     return result;
+  }
+
+  /**
+   * Fleet node `i`, primary router for `prefix`, goes offline: its connection closes (tailscaled stopping). Measured
+   * from the close to each stream but those of `coRouters` (the prefix's other routers) learning another router is
+   * primary for the prefix.
+   */
+  async probeFailover(i: number, prefix: string, coRouters: number[], timeoutMs: number): Promise<EventResult> {
+    const node = this.nodes[i];
+    if (node.id === 0) throw new Error(`${node.hostname} never got its own map, so its ID is unknown`);
+    this.closing.add(i);
+    return this.observe({ kind: 'primary', key: node.nodeKey, id: node.id, prefix, skip: [i, ...coRouters] }, async () => node.close(), timeoutMs);
+  }
+
+  /** Brings a node closed by probeFailover back: a new connection and map stream, as tailscaled starting again. */
+  async reconnect(i: number): Promise<void> {
+    await this.nodes[i].connect(this.target);
+    this.closing.delete(i);
+    await this.openOne(i);
   }
 
   close(): void {

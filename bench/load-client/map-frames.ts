@@ -3,12 +3,20 @@
 // length, then exactly that many bytes). Written for the bench apart from the server's map-frame.ts.
 import zlib from 'node:zlib';
 
+/** The tailcfg.Node fields the benchmarks look at. */
+export interface MapNode {
+  ID: number;
+  Key: string;
+  Online?: boolean;
+  PrimaryRoutes?: string[];
+}
+
 /** The MapResponse fields the benchmarks look at; the rest is kept as parsed. */
 export interface MapMessage {
   KeepAlive?: boolean;
-  Node?: { ID: number; Key: string; [k: string]: unknown };
-  Peers?: { ID: number; Key: string; Online?: boolean }[];
-  PeersChanged?: { ID: number; Key: string; Online?: boolean }[];
+  Node?: MapNode & { [k: string]: unknown };
+  Peers?: MapNode[];
+  PeersChanged?: MapNode[];
   PeersRemoved?: number[];
   PeersChangedPatch?: { NodeID: number; Online?: boolean; [k: string]: unknown }[];
   [k: string]: unknown;

@@ -47,7 +47,16 @@ net.createServer((c) => {
 }).listen(Number(port), '127.0.0.1', () => console.log('bridge listening'));
 `;
 
-export async function createNetns(label: string): Promise<Netns> {
+export interface NetnsOptions {
+  /**
+   * A default route over the uplink (default true). Without it, an address no route inside covers is unreachable
+   * (ENETUNREACH at once) instead of vanishing down the link to nowhere: what tests of routing need, to tell "not
+   * routed" from "routed and dropped".
+   */
+  defaultRoute?: boolean;
+}
+
+export async function createNetns(label: string, opts: NetnsOptions = {}): Promise<Netns> {
   const name = `hse-${label}-${process.pid}-${Math.random().toString(36).slice(2, 6)}`;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `hse-netns-${label}-`));
   await run('ip', ['netns', 'add', name]);
@@ -93,7 +102,7 @@ export async function createNetns(label: string): Promise<Netns> {
     await ns.exec('ip', ['addr', 'add', '192.0.2.10/24', 'dev', 'uplink0']);
     await ns.exec('ip', ['link', 'set', 'uplink0', 'up']);
     await ns.exec('ip', ['link', 'set', 'uplink1', 'up']);
-    await ns.exec('ip', ['route', 'add', 'default', 'via', '192.0.2.1', 'dev', 'uplink0']);
+    if (opts.defaultRoute !== false) await ns.exec('ip', ['route', 'add', 'default', 'via', '192.0.2.1', 'dev', 'uplink0']);
   } catch (e) {
     await ns.destroy();
     throw e;

@@ -31,6 +31,12 @@ export interface TsNodeOptions {
   tun?: { name: string; wrap: string[] };
   /** Extra tailscaled flags (e.g. --outbound-http-proxy-listen=127.0.0.1:PORT). */
   daemonArgs?: string[];
+  /**
+   * Userspace networking inside a network namespace of the test's own (netlab.ts), given as its argv prefix:
+   * tailscaled runs there, and so does the CLI, because some commands act on their own — `tailscale nc` to an
+   * address the daemon does not route dials it from the CLI's process — and must start from the node's network.
+   */
+  netns?: { wrap: string[] };
 }
 
 export interface TsStatusPeer {
@@ -39,6 +45,14 @@ export interface TsStatusPeer {
   TailscaleIPs: string[];
   Online: boolean;
   ID: string;
+  /** Subnet routes this peer is primary for, as the client was told (absent when none). */
+  PrimaryRoutes?: string[];
+  /** Routes the client would send to this peer (own addresses, primary subnets, exit routes). */
+  AllowedIPs?: string[];
+  /** The peer offers itself as an exit node to this client (both /0 routes in its AllowedIPs). */
+  ExitNodeOption?: boolean;
+  /** This client uses the peer as its exit node. */
+  ExitNode?: boolean;
 }
 
 export interface TsStatus {
@@ -72,7 +86,11 @@ export class TsNode {
   }
 
   async start(): Promise<void> {
+    // A restart (same state and socket path) must not mistake the last run's socket for the new daemon's.
+    fs.rmSync(this.socket, { force: true });
     const tun = this.opts.tun;
+    // The namespace's `ip netns exec` execs tailscaled, so the process stopped later is tailscaled itself.
+    const wrap = tun?.wrap ?? this.opts.netns?.wrap;
     const args = [
       `--tun=${tun ? tun.name : 'userspace-networking'}`,
       `--statedir=${path.join(this.dir, 'state')}`,
@@ -83,8 +101,8 @@ export class TsNode {
     ];
     this.proc = startProcess(
       `tailscaled ${this.name}`,
-      tun ? tun.wrap[0] : TAILSCALED,
-      tun ? [...tun.wrap.slice(1), TAILSCALED, ...args] : args,
+      wrap ? wrap[0] : TAILSCALED,
+      wrap ? [...wrap.slice(1), TAILSCALED, ...args] : args,
       // A test reads the log whole (e.g. to check that some error never appeared), so keep a lot of it.
       { env: this.env, keep: { head: 1_000_000, tail: 1_000_000 } },
     );
@@ -102,12 +120,17 @@ export class TsNode {
   }
 
   async cli(args: string[], timeoutMs = 60_000): Promise<{ stdout: string; stderr: string }> {
-    return run(TAILSCALE, [`--socket=${this.socket}`, ...args], { env: this.env, timeout: timeoutMs });
+    const argv = [`--socket=${this.socket}`, ...args];
+    const wrap = this.opts.netns?.wrap;
+    if (wrap) return run(wrap[0], [...wrap.slice(1), TAILSCALE, ...argv], { env: this.env, timeout: timeoutMs });
+    return run(TAILSCALE, argv, { env: this.env, timeout: timeoutMs });
   }
 
   /** `tailscale up` that returns when the command finishes (pre-auth key) — or, without a key, runs in background. */
   async up(loginServer: string, extra: string[] = []): Promise<void> {
-    await this.cli(['up', `--login-server=${loginServer}`, `--hostname=${this.name}`, '--accept-dns=false', '--accept-routes=false', ...extra], 90_000);
+    // The CLI refuses a flag given twice: the defaults here give way to the caller's.
+    const defaults = ['--accept-dns=false', '--accept-routes=false'].filter((d) => !extra.some((e) => e.startsWith(d.split('=')[0])));
+    await this.cli(['up', `--login-server=${loginServer}`, `--hostname=${this.name}`, ...defaults, ...extra], 90_000);
   }
 
   /** Starts an interactive `tailscale up` and resolves with the login URL it prints. */

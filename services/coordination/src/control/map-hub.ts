@@ -40,6 +40,24 @@ const POLICY_WAIT_MS = 5_000;
 interface SentView {
   digest: ViewDigest | null;
   peers: SentPeers;
+  /** The peers whose Node went out with routes (a key other than ""): a change of routes alone concerns only them and routers. */
+  routed: Set<number>;
+}
+
+function newView(session: MapSession, viewers: PeerViewers): SentView {
+  return { digest: null, peers: new SentPeers(session, viewers), routed: new Set() };
+}
+
+/** Records the routes key of the peer's Node as sent. */
+function remember(view: SentView, id: number, key: string): void {
+  view.peers.set(id, key);
+  if (key === '') view.routed.delete(id);
+  else view.routed.add(id);
+}
+
+function forget(view: SentView, id: number): boolean {
+  view.routed.delete(id);
+  return view.peers.delete(id);
 }
 
 export interface MapHubDeps {
@@ -177,7 +195,7 @@ export class MapHub {
     for (const p of peers) {
       const { json, key } = this.peerJson(node.id, p);
       peerJson.push(json);
-      view?.peers.set(p.id, key);
+      if (view) remember(view, p.id, key);
     }
     if (view) view.digest = this.d.policy.knows(node.id) ? policy.viewDigest(node.id) : null;
     const self = JSON.parse(this.selfJson(node));
@@ -225,7 +243,7 @@ export class MapHub {
     session.onClose = () => this.closed(session);
     if (set.size === 1) void this.markOnline(node);
     if (!(await this.untilPolicyKnows(node, () => !session.isClosed))) return session;
-    const view: SentView = { digest: null, peers: new SentPeers(session, this.viewers) };
+    const view = newView(session, this.viewers);
     this.sent.set(session, view);
     session.sendJson(this.fullMapFor(this.tailnet.nodes.get(node.id) ?? node, view));
     return session;
@@ -269,6 +287,7 @@ export class MapHub {
 
   /** The policy was recompiled: each stream whose view changed gets the difference. */
   private onCompiled(policy: CompiledPolicy): void {
+    let routers: number[] | null = null;
     for (const [s, view] of this.streams()) {
       const id = s.nodeId;
       const node = this.tailnet.nodes.get(id);
@@ -279,7 +298,11 @@ export class MapHub {
       if (!before || d.filter !== before.filter) s.packetFilter(policy.filterFor(id));
       if (!before || d.ssh !== before.ssh) s.sshPolicy(policy.sshPolicyFor(id) ?? { rules: [] });
       if (!before || d.caps !== before.caps) s.selfChanged(this.selfJson(node));
-      if (!before || d.peers !== before.peers || d.routes !== before.routes) this.resendPeers(s, view, node);
+      if (!before || d.peers !== before.peers) this.resendPeers(s, view, node);
+      else if (d.routes !== before.routes) {
+        routers ??= this.routerIds();
+        this.resendRoutes(s, view, node, routers);
+      }
       view.digest = d;
     }
   }
@@ -295,15 +318,39 @@ export class MapHub {
       const had = view.peers.get(p.id);
       if (had === key) continue;
       if (had === undefined) added.push(p);
-      view.peers.set(p.id, key);
+      remember(view, p.id, key);
       s.peerChanged(p.id, json);
     }
     for (const id of [...view.peers.keys()]) {
       if (seen.has(id)) continue;
-      view.peers.delete(id);
+      forget(view, id);
       s.peerRemoved(id);
     }
     if (added.length > 0) s.userProfiles(profilesFor(this.ctx, null, added));
+  }
+
+  /**
+   * The same peers, but the routes the viewer may use changed: only routers, and peers last sent with routes, can
+   * look different. (Going through every peer instead cost a tailnet of 2,000 streams 4 million Node lookups per
+   * compile, most of the time the event loop was blocked while routers were being approved.)
+   */
+  private resendRoutes(s: MapSession, view: SentView, viewer: NodeRecord, routers: readonly number[]): void {
+    for (const id of new Set([...routers, ...view.routed])) {
+      if (id === viewer.id || !view.peers.has(id)) continue;
+      const p = this.tailnet.nodes.get(id);
+      if (!p) continue;
+      const { json, key } = this.peerJson(viewer.id, p);
+      if (view.peers.get(id) === key) continue;
+      remember(view, id, key);
+      s.peerChanged(id, json);
+    }
+  }
+
+  /** Nodes with routes in effect. */
+  private routerIds(): number[] {
+    const out: number[] = [];
+    for (const n of this.tailnet.nodes.values()) if (effectiveRoutes(n).length > 0) out.push(n.id);
+    return out;
   }
 
   /** Routers whose primary set changed get their Node resent to every stream that sees them. */
@@ -322,7 +369,7 @@ export class MapHub {
       for (const [s, view] of this.viewersOf(id)) {
         const { json, key } = this.peerJson(s.nodeId, r);
         if (view.peers.get(id) === key) continue;
-        view.peers.set(id, key);
+        remember(view, id, key);
         s.peerChanged(id, json);
       }
     }
@@ -344,7 +391,7 @@ export class MapHub {
       if (patch) s.peerPatch(patch);
       else {
         const { json, key } = this.peerJson(s.nodeId, n);
-        view.peers.set(n.id, key);
+        remember(view, n.id, key);
         s.peerChanged(n.id, json);
       }
     }
@@ -358,8 +405,7 @@ export class MapHub {
     if (t) clearTimeout(t);
     this.ephemeralTimers.delete(n.id);
     for (const [s, view] of this.viewersOf(n.id)) {
-      view.peers.delete(n.id);
-      s.peerRemoved(n.id);
+      if (forget(view, n.id)) s.peerRemoved(n.id);
     }
     for (const s of [...(this.sessions.get(n.id) ?? [])]) s.close();
     this.electPrimaries();

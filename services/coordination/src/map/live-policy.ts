@@ -151,7 +151,7 @@ export class LivePolicy extends EventEmitter<LivePolicyEvents> {
   snapshot(): TailnetSnapshot {
     const nodes = [];
     for (const n of this.tailnet.nodes.values()) {
-      nodes.push({ id: n.id, ipv4: n.ipv4, ipv6: n.ipv6, userId: n.userId, tags: n.tags, approvedRoutes: effectiveRoutes(n) });
+      nodes.push({ id: n.id, ipv4: n.ipv4, ipv6: n.ipv6, userId: n.userId, tags: n.tags, approvedRoutes: [...effectiveRoutes(n)] });
     }
     const users = [];
     for (const u of this.tailnet.users.values()) users.push({ id: u.id, name: u.name, email: u.email ?? null, idpGroups: u.idpGroups ?? [] });

@@ -42,9 +42,9 @@ export function userIdOf(n: NodeRecord, asSelf: boolean): number {
 
 export interface NodeRoutes {
   /** Extra AllowedIPs beyond the node's own addresses (routes the viewer may use and that this node serves). */
-  allowed: string[];
+  allowed: readonly string[];
   /** PrimaryRoutes to show. */
-  primary: string[];
+  primary: readonly string[];
 }
 
 const NO_ROUTES: NodeRoutes = { allowed: [], primary: [] };
@@ -77,7 +77,7 @@ export function toTailNode(ctx: MapContext, n: NodeRecord, routes: NodeRoutes = 
   if (endpoints.length > 0) node.Endpoints = endpoints;
   if (n.homeDerp) node.HomeDERP = n.homeDerp;
   if (n.capVersion && isCapVersion(n.capVersion)) node.Cap = n.capVersion;
-  if (routes.primary.length > 0) node.PrimaryRoutes = routes.primary;
+  if (routes.primary.length > 0) node.PrimaryRoutes = [...routes.primary];
   if (isTagged(n)) node.Tags = n.tags;
   if (self?.capMap && Object.keys(self.capMap).length > 0) node.CapMap = self.capMap;
   // Clients read LastSeen only for offline peers; sending it for an online one confuses them.

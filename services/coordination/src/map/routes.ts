@@ -43,16 +43,26 @@ export function advertisedRoutes(n: NodeRecord): string[] {
   return out;
 }
 
+// Node records are replaced, never changed in place (every update stores a new object), so the routes in effect are
+// worked out once per record. The map hub asks for them per viewer and router at every policy compile: parsing the
+// prefixes each time was most of a compile's cost in a tailnet with many routers (bench:control --failover).
+const effective = new WeakMap<NodeRecord, readonly string[]>();
+
 /**
  * The routes in effect for the node: advertised and approved. The exit routes count only as a pair (an exit node),
- * which is also how the policy engine and the clients see them.
+ * which is also how the policy engine and the clients see them. Shared between callers: never modify it.
  */
-export function effectiveRoutes(n: NodeRecord): string[] {
-  const advertised = new Set(advertisedRoutes(n));
-  const approved = new Set(n.approvedRoutes.map((p) => canonicalPrefix(p) ?? p));
-  const subnets = [...advertised].filter((p) => !isExitPrefix(p) && approved.has(p));
-  const exit = EXIT_ROUTES.every((p) => advertised.has(p) && approved.has(p));
-  return exit ? [...subnets, ...EXIT_ROUTES] : subnets;
+export function effectiveRoutes(n: NodeRecord): readonly string[] {
+  let routes = effective.get(n);
+  if (!routes) {
+    const advertised = new Set(advertisedRoutes(n));
+    const approved = new Set(n.approvedRoutes.map((p) => canonicalPrefix(p) ?? p));
+    const subnets = [...advertised].filter((p) => !isExitPrefix(p) && approved.has(p));
+    const exit = EXIT_ROUTES.every((p) => advertised.has(p) && approved.has(p));
+    routes = Object.freeze(exit ? [...subnets, ...EXIT_ROUTES] : subnets);
+    effective.set(n, routes);
+  }
+  return routes;
 }
 
 export function isExitNode(n: NodeRecord): boolean {
