@@ -1,7 +1,18 @@
 // Redis connections. The embedded server listens on a Unix socket in the run directory; HSE_REDIS_URL points at an
-// external one instead; HSE_REDIS_SENTINELS lets Redis Sentinel say which server is the primary (ioredis asks the
-// sentinels, follows a failover and reconnects to the new primary by itself). Connections retry forever with a capped
-// backoff so a Redis restart heals on its own.
+// external one instead; HSE_REDIS_SENTINELS lets Redis Sentinel say which server is the primary. Connections retry
+// forever with a capped backoff so a Redis restart heals on its own.
+//
+// Under Sentinel, ioredis asks the sentinels for the primary at every (re)connect and checks the server it reaches
+// really is one (a primary that came back as a replica is skipped). A primary that dies closes every connection, so
+// they all reconnect and ask again; while the sentinels still name the dead one, connecting fails and commands fail
+// with a store-down error (shared/errors.ts isStoreDown: 503, retry) — until the sentinels have promoted a replica,
+// typically a few seconds. A primary that is demoted without dying (a failover an operator starts, or one the sentinels
+// decided while this instance could still reach the old primary) closes nothing: its connections would stay on what
+// is now a replica, reading stale data and failing every write with READONLY. ioredis's failover detector watches the
+// sentinels' +switch-master announcements and reconnects at once; READONLY also triggers a reconnect. Every process
+// then resynchronises what it keeps in memory on the connection's 'ready' (coordination: state/tailnet.ts; relay:
+// revocations.ts; console: change-feed.ts).
+import os from 'node:os';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
@@ -25,6 +36,8 @@ export function redisOptions(cfg: Config): { url: string | null; options: RedisO
         name: cfg.redisSentinelName,
         role: 'master',
         password: cfg.redisPassword ?? undefined,
+        sentinelPassword: cfg.redisSentinelPassword ?? undefined,
+        failoverDetector: true,
         // A primary that was demoted answers READONLY; reconnecting makes ioredis ask the sentinels again.
         reconnectOnError: (e) => /READONLY/.test(e.message),
         sentinelRetryStrategy: (times) => Math.min(times * 200, 2000),
@@ -37,10 +50,14 @@ export function redisOptions(cfg: Config): { url: string | null; options: RedisO
   return { url: cfg.redisUrl, options };
 }
 
-/** A connection for commands. `name` shows up in CLIENT LIST, which helps when several processes share Redis. */
+/**
+ * A connection for commands. It shows up in CLIENT LIST as `<name>@<host>:<pid>` (coordination@hse-a:41), so where
+ * several instances share one Redis each connection names its process and machine.
+ */
 export function connectRedis(cfg: Config, log: Logger, name: string): Redis {
   const { url, options } = redisOptions(cfg);
-  const r = url ? new Redis(url, { ...options, connectionName: name }) : new Redis({ ...options, connectionName: name });
+  const connectionName = connectionNameOf(name);
+  const r = url ? new Redis(url, { ...options, connectionName }) : new Redis({ ...options, connectionName });
   let down = false;
   r.on('error', (e: Error) => {
     if (!down) log.warn('store unavailable, retrying', { error: e.message });
@@ -51,4 +68,9 @@ export function connectRedis(cfg: Config, log: Logger, name: string): Redis {
     down = false;
   });
   return r;
+}
+
+/** CLIENT SETNAME takes no spaces or newlines; a host name has none, but keep only safe characters whatever it is. */
+export function connectionNameOf(name: string, host = os.hostname(), pid = process.pid): string {
+  return `${name}@${host.replace(/[^A-Za-z0-9._-]/g, '_')}:${pid}`;
 }

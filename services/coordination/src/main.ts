@@ -45,6 +45,7 @@ runService('coordination', async ({ cfg, log }) => {
   const policySource = new PolicySource({ store: policyStore, file: cfg.policyFile, log: log.child('policy') });
   const policy = new LivePolicy({ tailnet, source: policySource, activity, log: log.child('policy'), options: { taildrop: cfg.taildrop } });
   const hub = new MapHub({ cfg, tailnet, store, policy, log: log.child('map'), instance });
+  tailnet.servedHere = (id) => hub.isConnectedHere(id);
   const registrar = new Registrar({ cfg, activity, store, policy, tailnet, log: log.child('register') });
   const controlDeps = { store, hub, registrar, log: log.child('control') };
 
@@ -111,6 +112,8 @@ runService('coordination', async ({ cfg, log }) => {
     admin: adminSocket(cfg),
     publicUrl: cfg.publicOrigin,
     derp: cfg.derpMode,
+    // This process's id in the store's presence entries and lease (several instances share one store).
+    instance,
     machineKey: `${formatKey('mkey', serverKey.publicKey).slice(0, 16)}…`,
   });
 

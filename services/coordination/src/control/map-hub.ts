@@ -14,6 +14,7 @@
 import type { Http2ServerResponse } from 'node:http2';
 import type { Config } from '../../../../shared/config.ts';
 import type { DnsSettings } from '../../../../shared/dns-settings.ts';
+import { statusOf } from '../../../../shared/errors.ts';
 import type { Logger } from '../../../../shared/log.ts';
 import type { NodeRecord, UserRecord } from '../../../../shared/model.ts';
 import { buildDerpMap } from '../map/derp-map.ts';
@@ -346,7 +347,7 @@ export class MapHub {
       this.ephemeralTimers.delete(node.id);
     }
     try {
-      await this.d.store.touchPresence([node.id], this.d.instance, PRESENCE_TTL_MS);
+      await this.d.store.presence.touch([node.id], this.d.instance, PRESENCE_TTL_MS);
       await this.d.store.publish({ kind: 'node.online', nodeId: node.id, online: true, lastSeen: new Date().toISOString() });
       this.d.log.info('node online', { node: node.givenName, id: node.id });
     } catch (e) {
@@ -357,7 +358,13 @@ export class MapHub {
   private async markOffline(node: NodeRecord): Promise<void> {
     const lastSeen = new Date().toISOString();
     try {
-      await this.d.store.clearPresence(node.id);
+      // The node may have reconnected to another instance before this one saw its old stream close: then it is
+      // still online, and saying otherwise would show it offline everywhere until its next reconnect.
+      const elsewhere = await this.d.store.presence.release(node.id, this.d.instance);
+      if (elsewhere > 0) {
+        this.d.log.info('stream closed here; the node is connected to another instance', { node: node.givenName, id: node.id });
+        return;
+      }
       await this.d.store.setLastSeen(node.id, lastSeen);
       await this.d.store.publish({ kind: 'node.online', nodeId: node.id, online: false, lastSeen });
       this.d.log.info('node offline', { node: node.givenName, id: node.id });
@@ -375,7 +382,11 @@ export class MapHub {
       this.d.store
         .deleteNode(node.id)
         .then(() => this.d.log.info('ephemeral node removed after disconnect', { node: node.givenName, id: node.id }))
-        .catch((e: Error) => this.d.log.warn('could not remove ephemeral node', { node: node.givenName, error: e.message }));
+        .catch((e: Error) => {
+          // Another instance (or the housekeeping sweep) removed it first.
+          if (statusOf(e) === 404) this.d.log.debug('ephemeral node already removed', { node: node.givenName, id: node.id });
+          else this.d.log.warn('could not remove ephemeral node', { node: node.givenName, error: e.message });
+        });
     }, this.d.cfg.ephemeralTimeoutSeconds * 1000);
     t.unref();
     this.ephemeralTimers.set(node.id, t);
@@ -383,7 +394,7 @@ export class MapHub {
 
   private async refreshPresence(): Promise<void> {
     try {
-      await this.d.store.touchPresence([...this.sessions.keys()], this.d.instance, PRESENCE_TTL_MS);
+      await this.d.store.presence.touch([...this.sessions.keys()], this.d.instance, PRESENCE_TTL_MS);
     } catch (e) {
       this.d.log.warn('could not refresh presence', { error: (e as Error).message });
     }
