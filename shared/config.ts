@@ -478,7 +478,7 @@ function derpEntry<T>(name: string, parse: () => T): T {
   }
 }
 
-// The relay mesh and how the DERP map lists the instances (docs/relay-mesh.md).
+// The relay mesh and how the DERP map lists the instances (advanced/ha.md, "Relays").
 function derpSettings(env: Env, mode: string, regionId: number, stunPort: number): DerpSettings {
   const nodesText = get(env, 'HSE_DERP_NODES');
   const regions = (get(env, 'HSE_DERP_REGIONS') ?? 'one').toLowerCase();

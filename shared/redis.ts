@@ -3,15 +3,21 @@
 // forever with a capped backoff so a Redis restart heals on its own.
 //
 // Under Sentinel, ioredis asks the sentinels for the primary at every (re)connect and checks the server it reaches
-// really is one (a primary that came back as a replica is skipped). A primary that dies closes every connection, so
-// they all reconnect and ask again; while the sentinels still name the dead one, connecting fails and commands fail
-// with a store-down error (shared/errors.ts isStoreDown: 503, retry) — until the sentinels have promoted a replica,
-// typically a few seconds. A primary that is demoted without dying (a failover an operator starts, or one the sentinels
-// decided while this instance could still reach the old primary) closes nothing: its connections would stay on what
-// is now a replica, reading stale data and failing every write with READONLY. ioredis's failover detector watches the
-// sentinels' +switch-master announcements and reconnects at once; READONLY also triggers a reconnect. Every process
-// then resynchronises what it keeps in memory on the connection's 'ready' (coordination: state/tailnet.ts; relay:
-// revocations.ts; console: change-feed.ts).
+// really is one (a primary that came back as a replica is skipped). What happens at a failover (test/e2e/
+// ha-sentinel.test.ts):
+//   - the primary dies: every connection closes and reconnects, asking again; while the sentinels still name the dead
+//     one, connecting fails (ECONNREFUSED, "All sentinels are unreachable. Retrying from scratch") and commands fail
+//     with MaxRetriesPerRequestError — all store-down errors (shared/errors.ts isStoreDown: 503, retrying is safe) —
+//     until the sentinels have promoted a replica, a few seconds;
+//   - the primary is demoted without dying (an operator's SENTINEL FAILOVER): writes answer READONLY, which makes the
+//     connection reconnect at once (reconnectOnError); subscriber connections, which write nothing, still get every
+//     message (a replica passes PUBLISH on) until the sentinels reconfigure the old primary and close its clients, as
+//     Sentinel does (within about 10 s, its INFO period).
+// ioredis's `failoverDetector` (reconnecting on the sentinels' +switch-master) would shorten the second case, but in
+// ioredis 5.9 its disconnect can land while the connection is reconnecting, which ends the connection for good
+// ("Connection is closed." on every command until the process restarts); the failover tests hit that within a few
+// failovers under load. So it stays off. Every process resynchronises what it keeps in memory on the connection's
+// 'ready' (coordination: state/tailnet.ts; relay: revocations.ts; console: change-feed.ts).
 import os from 'node:os';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Config } from './config.ts';
@@ -37,7 +43,6 @@ export function redisOptions(cfg: Config): { url: string | null; options: RedisO
         role: 'master',
         password: cfg.redisPassword ?? undefined,
         sentinelPassword: cfg.redisSentinelPassword ?? undefined,
-        failoverDetector: true,
         // A primary that was demoted answers READONLY; reconnecting makes ioredis ask the sentinels again.
         reconnectOnError: (e) => /READONLY/.test(e.message),
         sentinelRetryStrategy: (times) => Math.min(times * 200, 2000),

@@ -209,7 +209,7 @@ if (missing) {
       `primary killed: sentinels switched in ${failover} ms; first registration answered 200 after ${firstOk!.at - t0} ms; answers during the switch: ${codes.filter((c) => c === 503).length}× 503, ${codes.filter((c) => c === 200).length}× 200`,
     );
     await rs.restart(killed);
-    await rs.waitForReplicas();
+    await rs.waitForReplicas(1, 60_000, { linkUp: true });
   });
 
   test.serial('a primary demoted without dying (SENTINEL FAILOVER): every process moves to the new primary, none stays behind', async (t) => {

@@ -54,11 +54,21 @@ export interface SentinelSet {
   waitForFailover(oldPort: number, ms?: number): Promise<number>;
   /** Starts a killed server again (same port, empty) as a replica of the current primary. */
   restart(port: number): Promise<void>;
-  /** Waits until the primary has `n` replicas online (synchronised, taking the stream) and the sentinels know them. */
-  waitForReplicas(n?: number, ms?: number): Promise<void>;
-  /** SIGSTOP / SIGCONT of a server: a replica that stops taking the replication stream without disconnecting. */
-  pause(port: number): void;
+  /**
+   * Waits until the primary has `n` replicas online (synchronised, taking the stream) and the sentinels reach them.
+   * `linkUp`: and the sentinels have heard from the replica itself that its link is up (its INFO, every 10 s while
+   * the primary is well) — what an operator's SENTINEL FAILOVER needs; a failover after a primary died does not.
+   */
+  waitForReplicas(n?: number, ms?: number, opts?: { linkUp?: boolean }): Promise<void>;
+  /**
+   * Cuts the replica off the primary and keeps it from reconnecting (SIGSTOP, then the primary drops its replication
+   * connection): what a network blip between them looks like. Writes the primary takes meanwhile reach no replica.
+   * `resume` lets it run again (it reconnects, if there is still a primary to reconnect to).
+   */
+  cutReplica(port: number): Promise<void>;
   resume(port: number): void;
+  /** How many times the primary changed so far (the +switch-master lines a sentinel logged). */
+  switches(): number;
   /** Everything the processes printed, for a failing test. */
   logs(): string;
   stop(): Promise<void>;
@@ -175,11 +185,15 @@ export async function startSentinelSet(opts: { downAfterMs?: number } = {}): Pro
   }
   for (const port of sp) await waitPing(port);
 
-  /** Whether every sentinel lists `n` replicas fit for promotion (no down flags, link to the primary up). */
-  async function sentinelsSeeReplicas(n: number): Promise<boolean> {
+  /**
+   * Whether every sentinel reaches `n` replicas (no down or disconnected flag). What the replica reports of itself the
+   * sentinels learn from its INFO, every 10 s in calm times but every second once the primary is down, which is when
+   * they need it.
+   */
+  async function sentinelsSeeReplicas(n: number, linkUp: boolean): Promise<boolean> {
     for (const port of sp) {
       const rows = await ask(port, (r) => r.call('SENTINEL', 'REPLICAS', NAME) as Promise<string[][]>);
-      const fit = (rows ?? []).map(pairs).filter((x) => x.flags === 'slave' && x['master-link-status'] === 'ok');
+      const fit = (rows ?? []).map(pairs).filter((x) => x.flags === 'slave' && (!linkUp || x['master-link-status'] === 'ok'));
       if (fit.length < n) return false;
     }
     return true;
@@ -192,11 +206,17 @@ export async function startSentinelSet(opts: { downAfterMs?: number } = {}): Pro
     servers,
     sentinels,
     async primaryPort() {
-      for (const port of sp) {
-        const a = await ask(port, (r) => r.call('SENTINEL', 'get-master-addr-by-name', NAME) as Promise<[string, string] | null>);
-        if (a) return Number(a[1]);
+      // The majority's answer: right after a failover one sentinel may still name the old primary for a moment.
+      for (let i = 0; i < 100; i++) {
+        const named = await Promise.all(
+          sp.map((port) => ask(port, (r) => r.call('SENTINEL', 'get-master-addr-by-name', NAME) as Promise<[string, string] | null>)),
+        );
+        const ports = named.filter((a) => a !== null).map((a) => Number(a![1]));
+        const major = ports.find((p) => ports.filter((q) => q === p).length >= 2);
+        if (major !== undefined) return major;
+        await sleep(100);
       }
-      throw new Error('no sentinel answered get-master-addr-by-name');
+      throw new Error(`no two sentinels agree on the primary\n${set.logs()}`);
     },
     client(port) {
       return new Redis({ port, host: '127.0.0.1', maxRetriesPerRequest: 1 });
@@ -227,11 +247,14 @@ export async function startSentinelSet(opts: { downAfterMs?: number } = {}): Pro
       const s = servers.find((x) => x.port === port)!;
       if (s.up) return;
       // Started as a replica of the current primary at once: left to the sentinels, a server that comes back saying it
-      // is a primary is reconfigured only after several of their 10 s INFO rounds.
-      startServer(s, await set.primaryPort());
+      // is a primary is reconfigured only after several of their 10 s INFO rounds — and meanwhile it is an empty
+      // primary (no persistence here), the hazard advanced/ha.md warns about.
+      const primary = await set.primaryPort();
+      if (primary === port) throw new Error(`the sentinels still name :${port} as the primary; wait for the failover before restarting it`);
+      startServer(s, primary);
       await waitPing(port);
     },
-    async waitForReplicas(n = 1, ms = 60_000) {
+    async waitForReplicas(n = 1, ms = 60_000, opts = {}) {
       const deadline = Date.now() + ms;
       let last = '';
       while (Date.now() < deadline) {
@@ -241,16 +264,24 @@ export async function startSentinelSet(opts: { downAfterMs?: number } = {}): Pro
         const online = [...last.matchAll(/^slave\d+:.*state=online/gm)];
         // The sentinels must know them too (they learn replicas from the primary's INFO, every 10 s), or a failover
         // right now finds no replica to promote.
-        if (/role:master/.test(last) && online.length >= n && (await sentinelsSeeReplicas(n))) return;
+        if (/role:master/.test(last) && online.length >= n && (await sentinelsSeeReplicas(n, opts.linkUp ?? false))) return;
         await sleep(100);
       }
       throw new Error(`the primary did not get ${n} replica(s) in step within ${ms} ms; last INFO replication:\n${last}\n${set.logs()}`);
     },
-    pause(port) {
+    async cutReplica(port) {
       servers.find((x) => x.port === port)!.proc!.proc.kill('SIGSTOP');
+      // Stopped, it still holds the connection and the kernel would buffer what the primary sends, to be read after
+      // SIGCONT; dropping the connection on the primary's side is what keeps later writes from it.
+      const primary = await set.primaryPort();
+      const done = await ask(primary, (r) => r.call('CLIENT', 'KILL', 'TYPE', 'replica') as Promise<number>);
+      if (!done) throw new Error(`could not drop the replication connection on the primary :${primary}`);
     },
     resume(port) {
       servers.find((x) => x.port === port)!.proc!.proc.kill('SIGCONT');
+    },
+    switches() {
+      return Math.max(...sentinels.map((p) => (p.output().match(/\+switch-master/g) ?? []).length));
     },
     logs() {
       return [...servers.map((s) => s.proc), ...sentinels]

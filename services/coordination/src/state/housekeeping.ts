@@ -64,7 +64,8 @@ export class Housekeeping {
       await this.sweepEphemeral(now);
       if (now - this.lastPrune >= PRUNE_MS) {
         this.lastPrune = now;
-        await this.d.activity.prune(now);
+        const removed = await this.d.activity.prune(now);
+        this.d.log.debug('activity log pruned', { removed });
       }
     } catch (e) {
       this.d.log.warn('housekeeping round failed; next round retries', { error: (e as Error).message });
