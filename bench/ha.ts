@@ -38,6 +38,8 @@ const events = args.int('events', 10);
 const concurrency = args.int('concurrency', 64);
 const steadyS = args.int('steady', 30);
 const log = (s: string) => process.stderr.write(`[ha] ${s}\n`);
+// Interrupted: exit normally, so the harness's exit handler stops the servers this run started.
+for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => process.exit(130));
 
 const EXAMPLE = path.join(ROOT, 'advanced/ha/nginx/hse.conf');
 
@@ -132,8 +134,10 @@ async function runSetup(name: 'one' | 'two'): Promise<Setup> {
     await fleet.openAll();
     const full = await fleet.waitFull(Math.max(120_000, N * 150));
     out.fullAllMs = full.missing === 0 ? Math.max(...full.times) : Infinity;
+    log(`${name}: full maps in ${fmtMs(out.fullAllMs)}; waiting for every stream to see every node online`);
     const missingOnline = await fleet.waitAllOnline(Math.max(120_000, N * 300));
     out.allOnlineMs = missingOnline > 0 ? Infinity : fleet.allOnlineMs;
+    log(`${name}: all online in ${fmtMs(out.allOnlineMs)}`);
     await fleet.settle(1000, 120_000);
 
     // Which instance holds which stream.

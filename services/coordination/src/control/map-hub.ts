@@ -32,6 +32,14 @@ const EXPIRY_CHECK_MS = 15_000;
 /** How long a new stream waits for the policy to include its node (it registered a moment ago) before going ahead. */
 const POLICY_WAIT_MS = 5_000;
 
+/**
+ * What a node gets from a policy compiled before it registered — the compile its arrival scheduled did not finish
+ * within POLICY_WAIT_MS (a loaded machine, a large tailnet): no peers, no packet allowed in (an empty PacketFilter
+ * denies all), no SSH, no capabilities. Its stream's view is recorded as unknown, so the next compile sends it the
+ * whole real view (onCompiled). The compiled policy itself refuses to answer for a node it does not contain.
+ */
+const UNKNOWN_NODE_VIEW: Pick<CompiledPolicy, 'filterFor' | 'sshPolicyFor'> = { filterFor: () => [], sshPolicyFor: () => null };
+
 /** What a stream was last sent: the view digest, and for each peer the routes key of the Node sent. */
 interface SentView {
   digest: ViewDigest | null;
@@ -46,6 +54,8 @@ export interface MapHubDeps {
   log: Logger;
   /** This process's id in presence entries. */
   instance: string;
+  /** How long a new stream waits for the policy to include its node; default POLICY_WAIT_MS. */
+  policyWaitMs?: number;
 }
 
 export class MapHub {
@@ -146,7 +156,8 @@ export class MapHub {
 
   /** The node as it sees itself: all its routes in effect, the ones it is primary for, its CapMap. */
   private selfJson(n: NodeRecord): string {
-    const self = toTailNode(this.ctx, n, { allowed: effectiveRoutes(n), primary: this.primaries.of(n.id) }, { capMap: this.policy.capMapFor(n.id) });
+    const capMap = this.d.policy.knows(n.id) ? this.policy.capMapFor(n.id) : {};
+    const self = toTailNode(this.ctx, n, { allowed: effectiveRoutes(n), primary: this.primaries.of(n.id) }, { capMap });
     return JSON.stringify(self);
   }
 
@@ -161,23 +172,24 @@ export class MapHub {
 
   /** The full map for `node` as JSON, with every visible peer's cached Node JSON spliced in; records what was sent. */
   private fullMapFor(node: NodeRecord, view: SentView | null): string {
+    const known = this.d.policy.knows(node.id);
     const policy = this.policy;
-    const peers = this.visiblePeers(node.id);
+    const peers = known ? this.visiblePeers(node.id) : [];
     const peerJson: string[] = [];
     for (const p of peers) {
       const { json, key } = this.peerJson(node.id, p);
       peerJson.push(json);
       view?.peers.set(p.id, key);
     }
-    if (view) view.digest = this.d.policy.knows(node.id) ? policy.viewDigest(node.id) : null;
+    if (view) view.digest = known ? policy.viewDigest(node.id) : null;
     const self = JSON.parse(this.selfJson(node));
-    const head = JSON.stringify(fullMapHead(this.ctx, self, policy, node, profilesFor(this.ctx, node, peers)));
+    const head = JSON.stringify(fullMapHead(this.ctx, self, known ? policy : UNKNOWN_NODE_VIEW, node, profilesFor(this.ctx, node, peers)));
     return `${head.slice(0, -1)},"Peers":[${peerJson.join(',')}]}`;
   }
 
   /** The full map for a one-shot (non-streaming) map request. */
   async fullMapJson(node: NodeRecord): Promise<string> {
-    await this.d.policy.ready(node.id, POLICY_WAIT_MS);
+    await this.d.policy.ready(node.id, this.d.policyWaitMs ?? POLICY_WAIT_MS);
     return this.fullMapFor(node, null);
   }
 
@@ -194,7 +206,7 @@ export class MapHub {
     set.add(session);
     session.onClose = () => this.closed(session);
     if (set.size === 1) void this.markOnline(node);
-    await this.d.policy.ready(node.id, POLICY_WAIT_MS);
+    await this.d.policy.ready(node.id, this.d.policyWaitMs ?? POLICY_WAIT_MS);
     if (session.isClosed) return session;
     const view: SentView = { digest: null, peers: new Map() };
     this.sent.set(session, view);
