@@ -4,7 +4,8 @@
 // holds. A map stream of our own test client on A records when each change arrived, so the test log shows how long
 // a change took to cross from one instance to the other (the figures in advanced/ha.md), measured from the start of
 // the operator's request: the API the CLI calls (shared/admin-client.ts, so a Node start-up is not counted), the
-// console's form post.
+// console's form post. And a node that reconnected to B while A still held its old stream stays online when A's
+// stream finally closes (state/presence.ts).
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -145,5 +146,39 @@ if (!haveTailscale()) {
     fs.rmSync(path.dirname(file), { recursive: true, force: true });
     t.log(`change made on B → message on A's stream: rename ${renamed} ms, DNS ${dns} ms, policy ${policy} ms`);
     t.pass();
+  });
+
+  test.serial('a node that moved to instance B before A saw its old stream close stays online when that stream ends', async (t) => {
+    const api = new AdminClient(adminSocket(parseConfig(B.env)));
+    const cli = { actor: 'cli', ip: '' };
+    const hostinfo = { Hostinfo: { Hostname: 'mover', OS: 'linux' } };
+    const onOld = await ControlClient.connect(A.port, await serverKey(A.url));
+    const reg = await onOld.register({ Auth: { AuthKey: key }, ...hostinfo });
+    t.true(reg.MachineAuthorized);
+    const first = onOld.stream(hostinfo);
+    const id = (await first.waitFor((m) => m.Node !== undefined, 'its full map on A')).Node!.ID;
+    await onA.waitFor((m) => [...(m.PeersChanged ?? []), ...(m.Peers ?? [])].some((p) => p.ID === id), 'the watcher to see the mover');
+    // The same machine and node key, a second connection, to B (the load balancer sent its reconnect there).
+    const onNew = await ControlClient.connect(B.port, await serverKey(B.url), onOld.machine);
+    onNew.nodeKey = onOld.nodeKey;
+    const second = onNew.stream(hostinfo);
+    await second.waitFor((m) => m.Node !== undefined, 'its full map on B');
+
+    const from = onA.messages.length;
+    onOld.close();
+    await A.procs.coordination!.waitFor(/stream closed here; the node is connected to another instance/, 15_000);
+    // A change after A's decision, to know when everything A could have said has arrived.
+    await api.renameNode(cli, id, 'mover-moved');
+    await onA.waitForArrival((m) => (m.PeersChanged ?? []).some((p) => p.ID === id && p.Name.startsWith('mover-moved.')), 'the rename', 15_000, from);
+    const said = onA.messages.slice(from);
+    t.false(
+      said.some((m) => (m.PeersChangedPatch ?? []).some((p) => p.NodeID === id && p.Online === false)),
+      'no "offline" for the mover',
+    );
+    t.false(
+      said.some((m) => (m.PeersChanged ?? []).some((p) => p.ID === id && p.Online === false)),
+      'and it is shown online in its renamed entry',
+    );
+    onNew.close();
   });
 }

@@ -8,8 +8,9 @@
 // with HSE_REDIS_WAIT_REPLICAS=1:
 //   1. the replica is cut off the primary (stopped, its replication connection dropped), each instance registers a
 //      device, the primary is killed, the replica resumes and is promoted. Without WAIT the device was told it is
-//      registered and the new primary has never heard of it; with WAIT it was told to retry, and its retry succeeds
-//      once a replica is back.
+//      registered and the new primary has never heard of it (and the instance, which had announced it to its
+//      streams, takes it back once it has reloaded its view from the new primary); with WAIT it was told to retry, and
+//      its retry succeeds once a replica is back.
 //   2. 50 failovers while devices register without pause through the WAIT instance: every registration that was
 //      acknowledged is on the new primary afterwards.
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -118,6 +119,13 @@ if (missing) {
   test.serial(
     'without HSE_REDIS_WAIT_REPLICAS a registration acknowledged while the replica lags is lost at failover; with it, the device is told to retry and its retry holds',
     async (t) => {
+      // A stream on the instance without WAIT, of a device registered (through the WAIT instance) before the trouble.
+      const watcher = await ControlClient.connect(N.port, await serverKey(N.url));
+      const reg = await watcher.register({ Auth: { AuthKey: key }, Hostinfo: { Hostname: 'watcher', OS: 'linux' } });
+      if (!reg.MachineAuthorized) throw new Error(`watcher not authorised: ${JSON.stringify(reg)}`);
+      const stream = watcher.stream({ Hostinfo: { Hostname: 'watcher', OS: 'linux' } });
+      await stream.waitFor((m) => m.Node !== undefined, 'the full map');
+
       const primary = await rs.primaryPort();
       const replica = rs.servers.find((s) => s.port !== primary)!.port;
       await rs.cutReplica(replica);
@@ -135,6 +143,12 @@ if (missing) {
       const now = await rs.waitForFailover(primary);
       t.is(now, replica);
       t.false(await known(without), 'the acknowledged registration is not on the new primary: lost');
+      // The instance had announced it to its streams; after the failover it reloads its view from the new primary,
+      // so the streams are told the device is gone rather than keeping a peer the store no longer has.
+      const { message: joined } = await stream.waitForArrival((m) => (m.PeersChanged ?? []).some((p) => p.Key === without.nodeKey), 'the lost device', 10_000);
+      const lostId = joined.PeersChanged!.find((p) => p.Key === without.nodeKey)!.ID;
+      await stream.waitFor((m) => (m.PeersRemoved ?? []).includes(lostId), 'the lost device removed after the failover', 60_000);
+      watcher.close();
 
       // The retry: no replica exists until the old primary is back (as a replica), so WAIT refuses until then.
       await rs.restart(primary);
