@@ -110,6 +110,8 @@ export interface Config {
   redisSentinelName: string;
   /** Password of the Redis primary/replicas (HSE_REDIS_PASSWORD, for Sentinel setups; a redis:// URL carries its own). */
   redisPassword: string | null;
+  /** Password of the sentinels themselves (HSE_REDIS_SENTINEL_PASSWORD; Sentinel's own requirepass), if they have one. */
+  redisSentinelPassword: string | null;
   /** Replicas that must confirm a registration or key before it is acknowledged (HSE_REDIS_WAIT_REPLICAS; 0 = no WAIT). */
   redisWaitReplicas: number;
   consoleUser: string;
@@ -499,7 +501,7 @@ function derpEntry<T>(name: string, parse: () => T): T {
   }
 }
 
-// The relay mesh and how the DERP map lists the instances (docs/relay-mesh.md).
+// The relay mesh and how the DERP map lists the instances (advanced/ha.md, "Relays").
 function derpSettings(env: Env, mode: string, regionId: number, stunPort: number): DerpSettings {
   const nodesText = get(env, 'HSE_DERP_NODES');
   const regions = (get(env, 'HSE_DERP_REGIONS') ?? 'one').toLowerCase();
@@ -655,6 +657,7 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
     redisSentinels: sentinels,
     redisSentinelName: sentinelName,
     redisPassword: get(env, 'HSE_REDIS_PASSWORD') ?? null,
+    redisSentinelPassword: get(env, 'HSE_REDIS_SENTINEL_PASSWORD') ?? null,
     redisWaitReplicas: nonNegativeInt(env, 'HSE_REDIS_WAIT_REPLICAS', 0, 16),
     consoleUser,
     consolePassword: get(env, 'HSE_CONSOLE_PASSWORD') ?? null,

@@ -7,7 +7,7 @@
 //              HTTP for "host", TCP to "dial-host" at the same port (cmd/derper/mesh.go). Also a URL,
 //              "http://10.0.0.2:8080" or "https://hse-b.example.com": an instance's router, reached directly (plain
 //              HTTP only inside a private network: the mesh key is sealed to whatever key answers, see
-//              docs/relay-mesh.md).
+//              advanced/ha.md, "Relays").
 //   DERP node  where clients reach one relay: "https://derp-b.example.com", "http://127.0.0.1:8081" or a bare
 //              "host[:port]" (https), with an optional "?stun=PORT", "?stun=HOST:PORT" or "?stun=off".
 import ipaddr from 'ipaddr.js';

@@ -29,12 +29,13 @@ export function statusOf(e: unknown): number {
 
 /**
  * True when `e` comes from Redis being unreachable: connection refused or closed, retries exhausted, a replica that
- * is loading or read-only (during a failover). ioredis raises these as plain Errors, so the message is what tells.
+ * is loading or read-only (during a failover), a primary refusing writes because it lost its replicas
+ * (min-replicas-to-write, advanced/ha.md). ioredis raises these as plain Errors, so the message is what tells.
  */
 export function isStoreDown(e: unknown): boolean {
   const err = e as { name?: string; message?: string } | null;
   if (err?.name === 'MaxRetriesPerRequestError') return true;
-  return /ECONNREFUSED|ENOENT|ECONNRESET|EPIPE|ETIMEDOUT|Connection is closed|Stream isn't writeable|LOADING|READONLY|MASTERDOWN|All sentinels are unreachable/.test(
+  return /ECONNREFUSED|ENOENT|ECONNRESET|EPIPE|ETIMEDOUT|Connection is closed|Stream isn't writeable|LOADING|READONLY|MASTERDOWN|NOREPLICAS|All sentinels are unreachable/.test(
     String(err?.message ?? ''),
   );
 }

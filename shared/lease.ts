@@ -1,5 +1,5 @@
-// Work that must happen once across every instance sharing a Redis (presence sweeps, ephemeral clean-up, activity-log
-// pruning, key-expiry notices, webhook deliveries) runs only while this process holds a lease: a Redis key set with
+// Work that must happen once across every instance sharing a Redis (the coordination service's housekeeping: presence
+// sweep, ephemeral clean-up, activity-log pruning) runs only while this process holds a lease: a Redis key set with
 // NX and a time to live, renewed well before it runs out. When the holder dies, the key expires and another instance
 // takes the lease over at its next attempt, so the work stops for at most one TTL plus one renewal period.
 //

@@ -29,7 +29,7 @@ export const K = {
    */
   preAuthKeyByPrefix: 'hse:idx:authkeyhash',
   authKeySeq: 'hse:seq:authkey',
-  /** Hash: single-use pre-auth key id -> time it was used (HSETNX: the first registration wins). */
+  /** Hash: single-use pre-auth key id -> "<time used> <machine key>" (HSETNX: the first registration wins). */
   preAuthKeyUsed: 'hse:authkeys:used',
   /** Prefix of a string key per pending interactive registration (auth id from an AuthURL) -> JSON, with a TTL. */
   pendingPrefix: 'hse:pending:',
@@ -37,7 +37,7 @@ export const K = {
   pendingIndex: 'hse:pendingidx',
   /** Counter: the last IPv4 allocation candidate handed out (state/ip-alloc.ts). */
   ipSeq: 'hse:seq:ip',
-  /** Hash: node id -> online presence JSON (which instance, since when). */
+  /** Hash: node id -> JSON {instance: until (ms)}: the instances holding its map stream (coordination state/presence.ts). */
   presence: 'hse:presence',
   /** Hash: policy version -> {version, text, actor, ip, time, note} (the last 100; state/policy-store.ts). */
   policyVersions: 'hse:policy:versions',
@@ -47,6 +47,8 @@ export const K = {
   policySeq: 'hse:seq:policy',
   /** String: the public half of the tailnet's Noise key, set by the first instance (shared/key-agreement.ts). */
   tailnetNoiseKey: 'hse:keys:noise',
+  /** Prefix of a string key per refused relay client's node key, with a TTL: recorded in the activity log lately. */
+  relayRefusedPrefix: 'hse:relay:refused:',
   /** String with a TTL: which coordination process runs the once-only housekeeping (state/housekeeping.ts). */
   leaseHousekeeping: 'hse:lease:housekeeping',
   /** String: the tailnet's DNS settings as JSON (shared/dns-settings.ts); absent = the defaults (MagicDNS only). */

@@ -1,7 +1,24 @@
 // Redis connections. The embedded server listens on a Unix socket in the run directory; HSE_REDIS_URL points at an
-// external one instead; HSE_REDIS_SENTINELS lets Redis Sentinel say which server is the primary (ioredis asks the
-// sentinels, follows a failover and reconnects to the new primary by itself). Connections retry forever with a capped
-// backoff so a Redis restart heals on its own.
+// external one instead; HSE_REDIS_SENTINELS lets Redis Sentinel say which server is the primary. Connections retry
+// forever with a capped backoff so a Redis restart heals on its own.
+//
+// Under Sentinel, ioredis asks the sentinels for the primary at every (re)connect and checks the server it reaches
+// really is one (a primary that came back as a replica is skipped). What happens at a failover (test/e2e/
+// ha-sentinel.test.ts):
+//   - the primary dies: every connection closes and reconnects, asking again; while the sentinels still name the dead
+//     one, connecting fails (ECONNREFUSED, "All sentinels are unreachable. Retrying from scratch") and commands fail
+//     with MaxRetriesPerRequestError — all store-down errors (shared/errors.ts isStoreDown: 503, retrying is safe) —
+//     until the sentinels have promoted a replica, a few seconds;
+//   - the primary is demoted without dying (an operator's SENTINEL FAILOVER): writes answer READONLY, which makes the
+//     connection reconnect at once (reconnectOnError); subscriber connections, which write nothing, still get every
+//     message (a replica passes PUBLISH on) until the sentinels reconfigure the old primary and close its clients, as
+//     Sentinel does (within about 10 s, its INFO period).
+// ioredis's `failoverDetector` (reconnecting on the sentinels' +switch-master) would shorten the second case, but in
+// ioredis 5.9 its disconnect can land while the connection is reconnecting, which ends the connection for good
+// ("Connection is closed." on every command until the process restarts); the failover tests hit that within a few
+// failovers under load. So it stays off. Every process resynchronises what it keeps in memory on the connection's
+// 'ready' (coordination: state/tailnet.ts; relay: revocations.ts; console: change-feed.ts).
+import os from 'node:os';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
@@ -26,6 +43,7 @@ export function redisOptions(cfg: Config): { url: string | null; options: RedisO
         name: cfg.redisSentinelName,
         role: 'master',
         password: cfg.redisPassword ?? undefined,
+        sentinelPassword: cfg.redisSentinelPassword ?? undefined,
         // A primary that was demoted answers READONLY; reconnecting makes ioredis ask the sentinels again.
         reconnectOnError: (e) => /READONLY/.test(e.message),
         sentinelRetryStrategy: (times) => Math.min(times * 200, 2000),
@@ -58,13 +76,14 @@ function instrument(r: Redis, name: string, timed: boolean): void {
 }
 
 /**
- * A connection for commands. `name` shows up in CLIENT LIST, which helps when several processes share Redis. A
- * connection that blocks (XREAD BLOCK) or only subscribes passes `timed: false`, so its waits are not counted as
- * command latency.
+ * A connection for commands. It shows up in CLIENT LIST as `<name>@<host>:<pid>` (coordination@hse-a:41), so where
+ * several instances share one Redis each connection names its process and machine. A connection that blocks (XREAD
+ * BLOCK) or only subscribes passes `timed: false`, so its waits are not counted as command latency.
  */
 export function connectRedis(cfg: Config, log: Logger, name: string, opts: { timed?: boolean } = {}): Redis {
   const { url, options } = redisOptions(cfg);
-  const r = url ? new Redis(url, { ...options, connectionName: name }) : new Redis({ ...options, connectionName: name });
+  const connectionName = connectionNameOf(name);
+  const r = url ? new Redis(url, { ...options, connectionName }) : new Redis({ ...options, connectionName });
   if (metricsEnabled()) instrument(r, name, opts.timed !== false);
   let down = false;
   r.on('error', (e: Error) => {
@@ -76,4 +95,9 @@ export function connectRedis(cfg: Config, log: Logger, name: string, opts: { tim
     down = false;
   });
   return r;
+}
+
+/** CLIENT SETNAME takes no spaces or newlines; a host name has none, but keep only safe characters whatever it is. */
+export function connectionNameOf(name: string, host = os.hostname(), pid = process.pid): string {
+  return `${name}@${host.replace(/[^A-Za-z0-9._-]/g, '_')}:${pid}`;
 }

@@ -27,6 +27,8 @@ export interface HseOptions {
   env?: Record<string, string>;
   /** The router's port, when other settings must name it before the start (another instance's mesh peer). */
   port?: number;
+  /** Files written into the data dir (mode 600) before the start: another instance's Noise key (bench/ha.ts). */
+  dataFiles?: Record<string, Buffer>;
 }
 
 export interface Hse {
@@ -50,6 +52,7 @@ export async function startHse(opts: HseOptions = {}): Promise<Hse> {
   const processes = opts.processes ?? ['redis', 'coordination', 'relay', 'console', 'router'];
   // Short path: Unix socket names are limited to 107 bytes.
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'hse-bench-'));
+  for (const [name, content] of Object.entries(opts.dataFiles ?? {})) fs.writeFileSync(path.join(dataDir, name), content, { mode: 0o600 });
   const port = opts.port ?? (await freePort());
   const stunPort = await freeUdpPort();
   const env: Record<string, string> = {

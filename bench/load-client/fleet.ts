@@ -42,6 +42,8 @@ interface Watch {
 export interface EventResult {
   /** One latency per stream that saw the event, ms. */
   latencies: number[];
+  /** Latency by stream (fleet node index), NaN where it never arrived: to tell streams on different instances apart. */
+  byStream: Float64Array;
   /** Until the last stream had it, ms (NaN if some never did within the timeout). */
   allMs: number;
   missing: number;
@@ -69,6 +71,10 @@ export class Fleet {
   private onlineRemaining: number;
   /** ms from openAll until every stream knew every other node online; NaN until then. */
   allOnlineMs = NaN;
+  /** reconnectOnEnd(): whether streams that end are reopened, and when each one that ended got its map again. */
+  private reconnecting = false;
+  private readonly lostAt: Float64Array;
+  private readonly backAt: Float64Array;
 
   constructor(target: ServerTarget, n: number, prefix = 'bench') {
     this.target = target;
@@ -78,6 +84,8 @@ export class Fleet {
     this.online = Array.from({ length: n }, () => new Uint8Array(2 * n + 256));
     this.onlineCount = new Int32Array(n);
     this.onlineRemaining = n;
+    this.lostAt = new Float64Array(n).fill(NaN);
+    this.backAt = new Float64Array(n).fill(NaN);
   }
 
   private setOnline(i: number, id: number, on: boolean, at: number): void {
@@ -120,6 +128,7 @@ export class Fleet {
 
   private onMessage(i: number, m: MapMessage, at: number): void {
     if (m.KeepAlive && Object.keys(m).length === 1) return;
+    if (m.Node && !Number.isNaN(this.lostAt[i]) && Number.isNaN(this.backAt[i])) this.backAt[i] = at;
     this.messages++;
     this.lastChangeAt = at;
     if (this.onlineRemaining > 0) this.trackOnline(i, m, at);
@@ -159,19 +168,77 @@ export class Fleet {
     this.fullRemaining--;
   }
 
-  private openOne(i: number): Promise<void> {
-    return this.nodes[i].openMap(
-      (m, at) => this.onMessage(i, m, at),
-      () => {
-        if (!this.closing.has(i)) this.streamsEnded++;
-      },
-    );
-  }
-
   /** Opens every node's map stream at once (what a restart of the server or of the network looks like). */
   async openAll(): Promise<void> {
     this.openedAt = performance.now();
     await Promise.all(this.nodes.map((_, i) => this.openOne(i)));
+  }
+
+  private openOne(i: number): Promise<void> {
+    return this.nodes[i].openMap(
+      (m, at) => this.onMessage(i, m, at),
+      () => this.ended(i),
+    );
+  }
+
+  private ended(i: number): void {
+    // A stream the fleet closed on purpose (probeFailover) is neither counted nor reopened here.
+    if (this.closing.has(i)) return;
+    this.streamsEnded++;
+    // A failed attempt of a reconnect in progress ends its stream too; that loop retries by itself.
+    if (!this.reconnecting || this.inReconnect.has(i)) return;
+    if (Number.isNaN(this.lostAt[i])) this.lostAt[i] = performance.now();
+    void this.comeBack(i);
+  }
+
+  private readonly inReconnect = new Set<number>();
+
+  /**
+   * From now on a stream that ends is reopened the way tailscaled does after a broken map poll: a new connection
+   * (Noise handshake, HTTP/2) and a new map request, retried with exponential backoff from `minMs` doubling to
+   * `maxMs` with full jitter, so a herd that lost its instance together does not come back in lock step.
+   */
+  reconnectOnEnd(opts: { minMs: number; maxMs: number }): void {
+    this.reconnecting = true;
+    this.backoff = opts;
+  }
+
+  private backoff = { minMs: 1000, maxMs: 30_000 };
+
+  private async comeBack(i: number): Promise<void> {
+    this.inReconnect.add(i);
+    let wait = this.backoff.minMs;
+    try {
+      while (this.reconnecting) {
+        await sleep(wait / 2 + Math.random() * (wait / 2));
+        const node = this.nodes[i];
+        try {
+          node.close();
+          await node.connect(this.target);
+          await this.openOne(i);
+          return;
+        } catch {
+          wait = Math.min(wait * 2, this.backoff.maxMs);
+        }
+      }
+    } finally {
+      this.inReconnect.delete(i);
+    }
+  }
+
+  /**
+   * The streams that ended since reconnectOnEnd(), and for each the ms from `since` until its new stream delivered a
+   * full map (NaN: not back yet).
+   */
+  comeback(since: number): { lost: number; back: number[]; missing: number } {
+    const back: number[] = [];
+    let lost = 0;
+    for (let i = 0; i < this.nodes.length; i++) {
+      if (Number.isNaN(this.lostAt[i])) continue;
+      lost++;
+      if (!Number.isNaN(this.backAt[i])) back.push(this.backAt[i] - since);
+    }
+    return { lost, back, missing: lost - back.length };
   }
 
   /** Resolves when every node has its full map, or after `ms`. Returns per-node times (ms since openAll). */
@@ -214,7 +281,7 @@ export class Fleet {
     await until(() => w.remaining === 0, timeoutMs, 5);
     this.watch = null;
     const latencies = [...w.latency].filter((x) => Number.isFinite(x));
-    return { latencies, allMs: w.remaining === 0 ? Math.max(...latencies) : NaN, missing: w.remaining };
+    return { latencies, byStream: w.latency, allMs: w.remaining === 0 ? Math.max(...latencies) : NaN, missing: w.remaining };
   }
 
   /**
@@ -264,6 +331,7 @@ export class Fleet {
   }
 
   close(): void {
+    this.reconnecting = false;
     for (const n of this.nodes) n.close();
   }
 }

@@ -1,5 +1,5 @@
-// The relay-mesh and DERP-map settings (docs/relay-mesh.md): what each accepts, what it refuses and why, the DERP map
-// each layout gives clients, and the mesh key file refused at the relay's start like every operator-fixable problem.
+// The relay-mesh and DERP-map settings (advanced/ha.md, "Relays"): what each accepts, what it refuses and why, the DERP
+// map each layout gives clients, and the mesh key file refused at the relay's start like every operator-fixable problem.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';

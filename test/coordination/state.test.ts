@@ -1,5 +1,7 @@
 // The state layer against a real redis-server: addresses and names stay unique under concurrent registrations,
-// single-use keys register exactly one device, and re-registration keeps identity.
+// single-use keys register exactly one device, and re-registration keeps identity. Several instances may run the same
+// step at once or be cut off between steps (a store failover): a registration cut off half-way does not lock its
+// machine out, a machine's retry gets past its own single-use key, and a node removed twice is removed once.
 import test from 'ava';
 import fc from 'fast-check';
 import { Store } from '../../services/coordination/src/state/store.ts';
@@ -16,6 +18,8 @@ test.after.always(async () => {
 });
 
 const key = (n: number, prefix = 'nodekey') => `${prefix}:${n.toString(16).padStart(64, '0')}`;
+/** A machine key for the calls where which machine asks does not matter. */
+const M = key(1, 'mkey');
 
 function nodeFields(i: number, userId: number) {
   return {
@@ -61,7 +65,7 @@ test.serial('a single-use key registers exactly one device, even when raced', as
     expiration: new Date(Date.now() + 60_000),
     createdBy: 'test',
   });
-  const results = await Promise.allSettled(Array.from({ length: 10 }, () => store.usePreAuthKey(k)));
+  const results = await Promise.allSettled(Array.from({ length: 10 }, (_, i) => store.usePreAuthKey(k, key(100 + i, 'mkey'))));
   t.is(results.filter((r) => r.status === 'fulfilled').length, 1);
   const rejected = results.filter((r) => r.status === 'rejected') as PromiseRejectedResult[];
   t.regex(String(rejected[0].reason.message), /already used/);
@@ -79,12 +83,12 @@ test.serial('expired, unknown and tampered keys are refused with a reason', asyn
     expiration: new Date(Date.now() + 60_000),
     createdBy: 'test',
   });
-  t.is((await store.usePreAuthKey(k)).id, record.id);
-  t.is((await store.usePreAuthKey(k)).id, record.id, 'reusable keys work twice');
-  await t.throwsAsync(() => store.usePreAuthKey(k.slice(0, -1) + (k.endsWith('A') ? 'B' : 'A')), { message: /invalid pre-auth key/ });
-  await t.throwsAsync(() => store.usePreAuthKey('nonsense'), { message: /invalid pre-auth key/ });
+  t.is((await store.usePreAuthKey(k, M)).id, record.id);
+  t.is((await store.usePreAuthKey(k, M)).id, record.id, 'reusable keys work twice');
+  await t.throwsAsync(() => store.usePreAuthKey(k.slice(0, -1) + (k.endsWith('A') ? 'B' : 'A'), M), { message: /invalid pre-auth key/ });
+  await t.throwsAsync(() => store.usePreAuthKey('nonsense', M), { message: /invalid pre-auth key/ });
   await store.expirePreAuthKey(record.id);
-  await t.throwsAsync(() => store.usePreAuthKey(k), { message: /expired/ });
+  await t.throwsAsync(() => store.usePreAuthKey(k, M), { message: /expired/ });
 });
 
 test.serial('deleting a user that owns machines is refused with a clear message', async (t) => {
@@ -110,12 +114,12 @@ test.serial('deleting a user removes its pre-auth keys, so a leftover reusable k
     expiration: exp,
     createdBy: 'test',
   });
-  await store.usePreAuthKey(single);
+  await store.usePreAuthKey(single, M);
   const { record: kept } = await store.createPreAuthKey({ userId: other.id, reusable: true, ephemeral: false, expiration: exp, createdBy: 'test' });
 
   const { keysRemoved } = await store.deleteUser(u.id);
   t.is(keysRemoved, 2);
-  await t.throwsAsync(() => store.usePreAuthKey(reusable), { message: /invalid pre-auth key/ });
+  await t.throwsAsync(() => store.usePreAuthKey(reusable, M), { message: /invalid pre-auth key/ });
   const left = await store.listPreAuthKeys();
   t.false(
     left.some((k) => k.userId === u.id),
@@ -151,7 +155,57 @@ test.serial('a key whose user vanished without the cleanup (data from an older v
     createdBy: 'test',
   });
   await store.redis.hdel('hse:users', String(u.id));
-  await t.throwsAsync(() => store.usePreAuthKey(k), { message: /belongs to was deleted/ });
+  await t.throwsAsync(() => store.usePreAuthKey(k, M), { message: /belongs to was deleted/ });
+});
+
+test.serial('a machine retrying its registration gets past the single-use key its first attempt consumed; another machine does not', async (t) => {
+  const store = new Store(redis.client());
+  const u = await store.createUser('ivan');
+  const { key: k } = await store.createPreAuthKey({
+    userId: u.id,
+    reusable: false,
+    ephemeral: false,
+    expiration: new Date(Date.now() + 60_000),
+    createdBy: 'test',
+  });
+  const machine = key(7000, 'mkey');
+  await store.usePreAuthKey(k, machine);
+  t.is((await store.usePreAuthKey(k, machine)).used, true, 'the same machine again (its first answer was lost)');
+  await t.throwsAsync(() => store.usePreAuthKey(k, key(7001, 'mkey')), { message: /already used/ });
+});
+
+test.serial('a registration cut off half-way (store lost between its steps) does not lock the machine out', async (t) => {
+  const store = new Store(redis.client());
+  const u = await store.createUser('judy');
+  const fields = nodeFields(8000, u.id);
+  // What the first steps of a registration for node id 999999 left: the machine, an address and a name claimed, no node.
+  await store.redis.hset('hse:idx:mkey', fields.machineKey, '999999');
+  await store.redis.hset('hse:idx:ipv4', '100.127.255.1', '999999');
+  await store.redis.hset('hse:idx:name', 'judys-laptop', '999999');
+  const n = await store.createNode({ ...fields, hostname: 'judys-laptop' });
+  t.is(n.givenName, 'judys-laptop', 'the name claimed by the cut-off attempt is free again');
+  t.is((await store.getNodeByMachineKey(fields.machineKey))?.id, n.id);
+  t.is(await store.redis.hget('hse:idx:ipv4', '100.127.255.1'), null, 'the address the cut-off attempt claimed is released');
+  // A machine whose node exists is still refused.
+  await t.throwsAsync(() => store.createNode(fields), { message: /already registered/ });
+});
+
+test.serial('a node removed by two instances at once is removed once', async (t) => {
+  const store = new Store(redis.client());
+  const other = new Store(redis.client());
+  const u = await store.createUser('kim');
+  const n = await store.createNode(nodeFields(9000, u.id));
+  const sub = redis.client();
+  const events: string[] = [];
+  sub.on('message', (_c, m) => events.push(m));
+  await sub.subscribe('hse:changes');
+  const results = await Promise.allSettled([store.deleteNode(n.id), other.deleteNode(n.id)]);
+  t.is(results.filter((r) => r.status === 'fulfilled').length, 1);
+  t.regex(String((results.find((r) => r.status === 'rejected') as PromiseRejectedResult).reason.message), /no machine with id/);
+  await new Promise((r) => setTimeout(r, 200));
+  t.is(events.filter((e) => e.includes('node.delete')).length, 1, 'announced once');
+  t.is(await store.getNodeByMachineKey(n.machineKey), null);
+  t.is(await store.redis.hget('hse:idx:ipv4', n.ipv4), null);
 });
 
 test('address candidates stay inside 100.64.0.0/10 and skip reserved ranges', (t) => {

@@ -72,6 +72,8 @@ export class ControlClient {
 
 export class MapStream {
   readonly messages: MapResponse[] = [];
+  /** When each message arrived (ms since epoch), by index in `messages`: how long a change took to reach the stream. */
+  readonly arrivedAt: number[] = [];
   status = 0;
   ended = false;
   private buf: Buffer = Buffer.alloc(0);
@@ -88,6 +90,8 @@ export class MapStream {
       const { messages, rest } = decodeMapFrames(Buffer.concat([this.buf, d]), true);
       this.buf = rest;
       this.messages.push(...messages);
+      const now = Date.now();
+      for (const _ of messages) this.arrivedAt.push(now);
       this.wake();
     });
     s.on('close', () => {
@@ -103,10 +107,15 @@ export class MapStream {
 
   /** Waits until some message satisfies `pred`, and returns it. */
   async waitFor(pred: (m: MapResponse) => boolean, what: string, timeoutMs = 10_000): Promise<MapResponse> {
+    return (await this.waitForArrival(pred, what, timeoutMs)).message;
+  }
+
+  /** Like waitFor, looking only at messages from index `from` on (`messages.length` before a change), with its arrival time. */
+  async waitForArrival(pred: (m: MapResponse) => boolean, what: string, timeoutMs = 10_000, from = 0): Promise<{ message: MapResponse; at: number }> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const m = this.messages.find(pred);
-      if (m) return m;
+      const i = this.messages.findIndex((m, j) => j >= from && pred(m));
+      if (i >= 0) return { message: this.messages[i], at: this.arrivedAt[i] };
       if (this.ended || Date.now() > deadline) throw new Error(`map stream: no message with ${what}; got ${JSON.stringify(this.messages).slice(0, 1500)}`);
       await new Promise<void>((r) => {
         this.waiters.push(r);

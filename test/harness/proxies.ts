@@ -9,6 +9,10 @@
 //           for the fields in advanced/proxy/npm/proxy-host.json plus the Advanced block advanced.conf.
 // Every substitution checks that its pattern is in the example, so an edited example cannot silently drift away
 // from what is tested.
+//
+// With `instances` (several hse instances, advanced/ha.md), nginx, Caddy and Traefik run from the examples in
+// advanced/ha/ instead, whose upstreams hse-a:8080 and hse-b:8080 become the given addresses (Traefik's static file is
+// the same as for one instance).
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import https from 'node:https';
@@ -24,6 +28,10 @@ export type ProxyKind = 'nginx' | 'caddy' | 'traefik' | 'npm';
 export const PROXY_KINDS: ProxyKind[] = ['nginx', 'caddy', 'traefik', 'npm'];
 
 export const EXAMPLES = path.join(ROOT, 'advanced/proxy');
+/** The examples for several instances behind one proxy (advanced/ha.md). */
+export const HA_EXAMPLES = path.join(ROOT, 'advanced/ha');
+/** The upstreams the HA examples name, in order. */
+export const HA_EXAMPLE_UPSTREAMS = ['hse-a:8080', 'hse-b:8080'];
 
 const BINARY: Record<ProxyKind, string> = { nginx: 'nginx', caddy: 'caddy', traefik: 'traefik', npm: 'nginx' };
 const INSTALL: Record<ProxyKind, string> = {
@@ -48,6 +56,11 @@ export interface ProxyOptions {
   /** The public host name the proxy serves; the tests use the IP literal of test/harness/ca.ts. */
   domain: string;
   upstream: Upstream;
+  /**
+   * Two instances (advanced/ha/ examples): their routers' addresses, replacing hse-a:8080 and hse-b:8080 in order;
+   * `upstream` is then ignored. nginx, Caddy and Traefik only.
+   */
+  instances?: { host: string; port: number }[];
   ca: TestCA;
   /** Ports to listen on (127.0.0.1). Default: free ones. Choose them first when the public URL must be known early. */
   ports?: Ports;
@@ -87,8 +100,20 @@ export function substitute(text: string, pattern: string | RegExp, replacement: 
 
 const EXAMPLE_DOMAIN = 'vpn.example.com';
 
+/** The HA example's two upstream addresses (hse-a:8080, hse-b:8080) replaced by the two instances'. */
+function haUpstreams(text: string, instances: { host: string; port: number }[], file: string): string {
+  if (instances.length !== 2) throw new Error('the HA examples name two instances; give exactly two');
+  let s = text;
+  HA_EXAMPLE_UPSTREAMS.forEach((example, i) => {
+    s = substitute(s, example, `${instances[i].host}:${instances[i].port}`, file);
+  });
+  return s;
+}
+
 function read(rel: string, opts?: ProxyOptions): string {
-  const text = fs.readFileSync(path.join(EXAMPLES, rel), 'utf8');
+  const ha = opts?.instances !== undefined && fs.existsSync(path.join(HA_EXAMPLES, rel));
+  let text = fs.readFileSync(path.join(ha ? HA_EXAMPLES : EXAMPLES, rel), 'utf8');
+  if (ha) text = haUpstreams(text, opts!.instances!, `ha/${rel}`);
   if (opts?.timeout === undefined || !/\.(conf|yml)$|Caddyfile$/.test(rel) || rel === 'traefik/hse.yml') return text;
   return substitute(text, /\b3600s\b/g, opts.timeout, rel);
 }
@@ -108,7 +133,9 @@ export function nginxSite(opts: ProxyOptions, ports: Ports): string {
   s = substitute(s, /^[ \t]*ssl_certificate[ \t]+\S+;/gm, `    ssl_certificate     ${opts.ca.certFile};`, f);
   s = substitute(s, /^[ \t]*ssl_certificate_key[ \t]+\S+;/gm, `    ssl_certificate_key ${opts.ca.keyFile};`, f);
   s = substitute(s, EXAMPLE_DOMAIN, opts.domain, f);
-  if ('socket' in opts.upstream) {
+  if (opts.instances) {
+    // read() has put the instances' addresses in.
+  } else if ('socket' in opts.upstream) {
     // The example's own socket line, uncommented, replaces the TCP server line.
     s = substitute(s, /^[ \t]*server 127\.0\.0\.1:8080;\n/gm, '', f);
     s = substitute(s, new RegExp(`^([ \\t]*)# (server unix:)${EXAMPLE_SOCKET.replace(/[./]/g, '\\$&')};`, 'gm'), `    server unix:${opts.upstream.socket};`, f);
@@ -151,7 +178,9 @@ export function caddyfile(opts: ProxyOptions, ports: Ports, dir: string): string
   const f = 'caddy/Caddyfile';
   let s = read(f, opts);
   s = substitute(s, `${EXAMPLE_DOMAIN} {`, `https://${opts.domain}:${ports.https} {\n\ttls ${opts.ca.certFile} ${opts.ca.keyFile}\n\tbind 127.0.0.1`, f);
-  if ('socket' in opts.upstream) {
+  if (opts.instances) {
+    // read() has put the instances' addresses in.
+  } else if ('socket' in opts.upstream) {
     // The example's comment gives the socket form of the reverse_proxy line; it replaces the TCP one.
     substitute(s, `reverse_proxy unix/${EXAMPLE_SOCKET} {`, '', f);
     s = substitute(s, /reverse_proxy 127\.0\.0\.1:8080 \{/g, `reverse_proxy unix/${opts.upstream.socket} {`, f);
@@ -189,10 +218,10 @@ export function traefikStatic(opts: ProxyOptions, ports: Ports, dynamicFile: str
 /** Dynamic configuration: the example's, with the test certificate instead of the ACME resolver. */
 export function traefikDynamic(opts: ProxyOptions): string {
   const f = 'traefik/hse.yml';
-  if ('socket' in opts.upstream) throw new Error('Traefik cannot proxy to a Unix socket (advanced/proxy.md, "Shared host")');
-  let s = read(f);
+  if ('socket' in opts.upstream && !opts.instances) throw new Error('Traefik cannot proxy to a Unix socket (advanced/proxy.md, "Shared host")');
+  let s = read(f, opts);
   s = substitute(s, EXAMPLE_DOMAIN, opts.domain, f);
-  s = substitute(s, 'http://127.0.0.1:8080', `http://${opts.upstream.host}:${opts.upstream.port}`, f);
+  if (!opts.instances && !('socket' in opts.upstream)) s = substitute(s, 'http://127.0.0.1:8080', `http://${opts.upstream.host}:${opts.upstream.port}`, f);
   s = substitute(s, /tls:\n\s+certResolver: letsencrypt/g, 'tls: {}', f);
   // Without SNI (an IP literal) Traefik answers with the store's default certificate.
   return [
@@ -215,6 +244,7 @@ export function traefikDynamic(opts: ProxyOptions): string {
 
 export function npmProxyHost(opts: ProxyOptions): NpmProxyHost {
   if ('socket' in opts.upstream) throw new Error('Nginx Proxy Manager forwards to a host and port only');
+  if (opts.instances) throw new Error('Nginx Proxy Manager has no example for several instances (advanced/ha.md)');
   const host = JSON.parse(read('npm/proxy-host.json')) as NpmProxyHost;
   if (!host.domain_names.includes(EXAMPLE_DOMAIN) || host.forward_port !== 8080) {
     throw new Error('npm/proxy-host.json: expected domain vpn.example.com and forward port 8080; update test/harness/proxies.ts with the example');

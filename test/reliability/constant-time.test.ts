@@ -60,10 +60,10 @@ test.serial('pre-auth keys: looked up by their public prefix, then the secret co
       expiration: new Date(Date.now() + 60_000),
       createdBy: 'test',
     });
-    const right = await counted(() => store.usePreAuthKey(key));
+    const right = await counted(() => store.usePreAuthKey(key, 'mkey:'.padEnd(69, '0')));
     const forged = `${key.slice(0, 'hse-auth-'.length + 12)}-${'A'.repeat(32)}`;
     const wrong = await counted(() =>
-      store.usePreAuthKey(forged).then(
+      store.usePreAuthKey(forged, 'mkey:'.padEnd(69, '0')).then(
         () => 'accepted',
         (e: Error) => e.message,
       ),

@@ -55,6 +55,7 @@ runService('coordination', async ({ cfg, log }) => {
   gaugeOf('hse_nodes', 'Machines registered in the tailnet (as this instance knows them).', () => tailnet.nodes.size);
   gaugeOf('hse_nodes_online', 'Machines online: a map stream open on any instance.', () => tailnet.online.size);
   gaugeOf('hse_map_streams_open', 'Map long-poll streams open on this instance.', () => hub.streamCount);
+  tailnet.servedHere = (id) => hub.isConnectedHere(id);
   const registrar = new Registrar({ cfg, activity, store, policy, tailnet, log: log.child('register') });
   const controlDeps = { store, hub, registrar, log: log.child('control') };
 
@@ -138,6 +139,8 @@ runService('coordination', async ({ cfg, log }) => {
     admin: adminSocket(cfg),
     publicUrl: cfg.publicOrigin,
     derp: cfg.derpMode,
+    // This process's id in the store's presence entries and lease (several instances share one store).
+    instance,
     machineKey: `${formatKey('mkey', serverKey.publicKey).slice(0, 16)}…`,
   });
 

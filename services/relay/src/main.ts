@@ -42,7 +42,7 @@ runService('relay', async ({ cfg, log }) => {
     redis = connectRedis(cfg, log, 'relay');
     sub = connectRedis(cfg, log, 'relay-sub', { timed: false });
     admission = new RegisteredNodesAdmission(redis);
-    refusals = new RefusalLog(new ActivityLog(redis, activityLimits(cfg)), log);
+    refusals = new RefusalLog(new ActivityLog(redis, activityLimits(cfg)), redis, log);
   }
 
   const derp = serverKey

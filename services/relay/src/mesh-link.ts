@@ -227,7 +227,7 @@ export class MeshLink implements MeshForwarder {
     }
     this.serverKey = key;
     // The mesh key travels sealed to the key that just greeted us: over https that is the peer the certificate names;
-    // over plain http anyone on the path could have answered (docs/relay-mesh.md).
+    // over plain http anyone on the path could have answered (advanced/ha.md, "Relays").
     this.writer?.control(sealClientInfo(this.o.privateKey, this.o.publicKey, key, { meshKey: meshKeyText(this.o.meshKey), canAckPings: true }));
     this.writer?.control(encodeWatchConns());
   }

@@ -14,6 +14,7 @@
 import type { Http2ServerResponse } from 'node:http2';
 import type { Config } from '../../../../shared/config.ts';
 import type { DnsSettings } from '../../../../shared/dns-settings.ts';
+import { statusOf } from '../../../../shared/errors.ts';
 import type { Logger } from '../../../../shared/log.ts';
 import type { NodeRecord, UserRecord } from '../../../../shared/model.ts';
 import { buildDerpMap } from '../map/derp-map.ts';
@@ -35,6 +36,14 @@ const EXPIRY_CHECK_MS = 15_000;
  * compile lag it, more so on a loaded machine); its first map waits for it, saying so in the log every this long.
  */
 const POLICY_WAIT_MS = 5_000;
+
+/**
+ * What a map built for a node the compiled policy does not contain carries (a safety net: streams and one-shot maps
+ * wait in untilPolicyKnows first): no peers, no packet allowed in (an empty PacketFilter denies all), no SSH, no
+ * capabilities. Its stream's view is recorded as unknown, so the next compile sends it the whole real view
+ * (onCompiled). The compiled policy itself refuses to answer for a node it does not contain.
+ */
+const UNKNOWN_NODE_VIEW: Pick<CompiledPolicy, 'filterFor' | 'sshPolicyFor'> = { filterFor: () => [], sshPolicyFor: () => null };
 
 /** What a stream was last sent: the view digest, and for each peer the routes key of the Node sent. */
 interface SentView {
@@ -174,7 +183,8 @@ export class MapHub {
 
   /** The node as it sees itself: all its routes in effect, the ones it is primary for, its CapMap. */
   private selfJson(n: NodeRecord): string {
-    const self = toTailNode(this.ctx, n, { allowed: effectiveRoutes(n), primary: this.primaries.of(n.id) }, { capMap: this.policy.capMapFor(n.id) });
+    const capMap = this.d.policy.knows(n.id) ? this.policy.capMapFor(n.id) : {};
+    const self = toTailNode(this.ctx, n, { allowed: effectiveRoutes(n), primary: this.primaries.of(n.id) }, { capMap });
     return JSON.stringify(self);
   }
 
@@ -189,17 +199,18 @@ export class MapHub {
 
   /** The full map for `node` as JSON, with every visible peer's cached Node JSON spliced in; records what was sent. */
   private fullMapFor(node: NodeRecord, view: SentView | null): string {
+    const known = this.d.policy.knows(node.id);
     const policy = this.policy;
-    const peers = this.visiblePeers(node.id);
+    const peers = known ? this.visiblePeers(node.id) : [];
     const peerJson: string[] = [];
     for (const p of peers) {
       const { json, key } = this.peerJson(node.id, p);
       peerJson.push(json);
       if (view) remember(view, p.id, key);
     }
-    if (view) view.digest = this.d.policy.knows(node.id) ? policy.viewDigest(node.id) : null;
+    if (view) view.digest = known ? policy.viewDigest(node.id) : null;
     const self = JSON.parse(this.selfJson(node));
-    const head = JSON.stringify(fullMapHead(this.ctx, self, policy, node, profilesFor(this.ctx, node, peers)));
+    const head = JSON.stringify(fullMapHead(this.ctx, self, known ? policy : UNKNOWN_NODE_VIEW, node, profilesFor(this.ctx, node, peers)));
     return `${head.slice(0, -1)},"Peers":[${peerJson.join(',')}]}`;
   }
 
@@ -435,7 +446,7 @@ export class MapHub {
       this.ephemeralTimers.delete(node.id);
     }
     try {
-      await this.d.store.touchPresence([node.id], this.d.instance, PRESENCE_TTL_MS);
+      await this.d.store.presence.touch([node.id], this.d.instance, PRESENCE_TTL_MS);
       await this.d.store.publish({ kind: 'node.online', nodeId: node.id, online: true, lastSeen: new Date().toISOString() });
       this.d.log.info('node online', { node: node.givenName, id: node.id });
     } catch (e) {
@@ -446,7 +457,13 @@ export class MapHub {
   private async markOffline(node: NodeRecord): Promise<void> {
     const lastSeen = new Date().toISOString();
     try {
-      await this.d.store.clearPresence(node.id);
+      // The node may have reconnected to another instance before this one saw its old stream close: then it is
+      // still online, and saying otherwise would show it offline everywhere until its next reconnect.
+      const elsewhere = await this.d.store.presence.release(node.id, this.d.instance);
+      if (elsewhere > 0) {
+        this.d.log.info('stream closed here; the node is connected to another instance', { node: node.givenName, id: node.id });
+        return;
+      }
       await this.d.store.setLastSeen(node.id, lastSeen);
       await this.d.store.publish({ kind: 'node.online', nodeId: node.id, online: false, lastSeen });
       this.d.log.info('node offline', { node: node.givenName, id: node.id });
@@ -473,7 +490,11 @@ export class MapHub {
             details: { ephemeral: true, nodeId: node.stableId },
           });
         })
-        .catch((e: Error) => this.d.log.warn('could not remove ephemeral node', { node: node.givenName, error: e.message }));
+        .catch((e: Error) => {
+          // Another instance (or the housekeeping sweep) removed it first.
+          if (statusOf(e) === 404) this.d.log.debug('ephemeral node already removed', { node: node.givenName, id: node.id });
+          else this.d.log.warn('could not remove ephemeral node', { node: node.givenName, error: e.message });
+        });
     }, this.d.cfg.ephemeralTimeoutSeconds * 1000);
     t.unref();
     this.ephemeralTimers.set(node.id, t);
@@ -481,7 +502,7 @@ export class MapHub {
 
   private async refreshPresence(): Promise<void> {
     try {
-      await this.d.store.touchPresence([...this.sessions.keys()], this.d.instance, PRESENCE_TTL_MS);
+      await this.d.store.presence.touch([...this.sessions.keys()], this.d.instance, PRESENCE_TTL_MS);
     } catch (e) {
       this.d.log.warn('could not refresh presence', { error: (e as Error).message });
     }

@@ -226,7 +226,7 @@ export class Registrar {
     const { req, machineKey, clientIp } = call;
     let key: PreAuthKeyRecord;
     try {
-      key = await this.d.store.usePreAuthKey(authKey);
+      key = await this.d.store.usePreAuthKey(authKey, machineKey);
     } catch (e) {
       if (e instanceof HseError) {
         this.refused(req, clientIp, e.message);

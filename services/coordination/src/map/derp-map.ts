@@ -4,7 +4,7 @@
 // names another host (the proxy runs elsewhere): then the DERP node does no STUN and a STUN-only node points at that
 // host.
 //
-// Several instances (HSE_DERP_NODES, docs/relay-mesh.md): each listed relay is a node, in the order given.
+// Several instances (HSE_DERP_NODES, advanced/ha.md, "Relays"): each listed relay is a node, in the order given.
 //   HSE_DERP_REGIONS=one       nodes of one region: a client connects to the first node it can reach and moves to the
 //                              next when it fails; the relays' mesh carries packets between clients on different
 //                              nodes. An instance may list itself first, so clients it serves prefer its relay.

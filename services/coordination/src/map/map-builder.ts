@@ -123,7 +123,13 @@ export function profilesFor(ctx: MapContext, self: NodeRecord | null, peers: Ite
 }
 
 /** Everything of the first message but the peers, which the hub splices in from its per-node cache. */
-export function fullMapHead(ctx: MapContext, self: Node, policy: CompiledPolicy, selfRecord: NodeRecord, profiles: UserProfile[]): MapResponse {
+export function fullMapHead(
+  ctx: MapContext,
+  self: Node,
+  policy: Pick<CompiledPolicy, 'filterFor' | 'sshPolicyFor'>,
+  selfRecord: NodeRecord,
+  profiles: UserProfile[],
+): MapResponse {
   const m: MapResponse = {
     Node: self,
     DERPMap: ctx.derpMap,

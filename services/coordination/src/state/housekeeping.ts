@@ -64,7 +64,8 @@ export class Housekeeping {
       await this.sweepEphemeral(now);
       if (now - this.lastPrune >= PRUNE_MS) {
         this.lastPrune = now;
-        await this.d.activity.prune(now);
+        const removed = await this.d.activity.prune(now);
+        this.d.log.debug('activity log pruned', { removed });
       }
     } catch (e) {
       this.d.log.warn('housekeeping round failed; next round retries', { error: (e as Error).message });
@@ -72,13 +73,13 @@ export class Housekeeping {
   }
 
   private async sweepPresence(now: number): Promise<void> {
-    for (const p of await this.d.store.expiredPresence(now)) {
-      if (!(await this.d.store.clearPresenceIf(p.nodeId, p.entry))) continue;
+    for (const p of await this.d.store.presence.expired(now)) {
+      if (!(await this.d.store.presence.clearIf(p.nodeId, p.entry))) continue;
       const lastSeen = new Date(Math.min(p.until, now)).toISOString();
       const node = this.d.tailnet.nodes.get(p.nodeId);
       if (node) await this.d.store.setLastSeen(p.nodeId, lastSeen);
       await this.d.store.publish({ kind: 'node.online', nodeId: p.nodeId, online: false, lastSeen });
-      this.d.log.info('node offline: its instance stopped renewing its presence', { node: node?.givenName, id: p.nodeId, instance: p.entry.split(':')[0] });
+      this.d.log.info('node offline: its instance stopped renewing its presence', { node: node?.givenName, id: p.nodeId, instance: p.holders.join(',') });
     }
   }
 

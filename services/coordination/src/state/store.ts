@@ -11,6 +11,7 @@ import type { NodeRecord, PendingAuth, PreAuthKeyRecord, ProviderIdentity, UserR
 import { identityField, K } from '../../../../shared/redis-keys.ts';
 import { displayNameOf, providerProfile, USER_NAME_RE, userNameBase, userNameCandidate } from './identity-user.ts';
 import { candidateV4, v6For } from './ip-alloc.ts';
+import { Presence } from './presence.ts';
 import { labelCandidate, sanitiseLabel } from './names.ts';
 
 const PENDING_TTL_S = 30 * 60;
@@ -43,13 +44,64 @@ end
 return {0, removed}
 `;
 
-/** KEYS: users, nodes, nodeByNodeKey; ARGV: owner id, node id, node JSON, node key. Writes only if the owner exists. */
-const WRITE_NODE_IF_OWNER_LUA = `
+/**
+ * KEYS: users, nodes, nodeByNodeKey, nodeByMachineKey, nodeByIPv4, nodeByName; ARGV: owner id, node id, node JSON,
+ * node key, machine key, IPv4, name. Writes the node only if the owner exists (else 0) and the machine, address and
+ * name claims made for it still name it (else -1: a retry of the same machine took the machine claim over).
+ */
+const WRITE_NODE_LUA = `
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+if redis.call('HGET', KEYS[4], ARGV[5]) ~= ARGV[2] or redis.call('HGET', KEYS[5], ARGV[6]) ~= ARGV[2]
+  or redis.call('HGET', KEYS[6], ARGV[7]) ~= ARGV[2] then return -1 end
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
 redis.call('HSET', KEYS[3], ARGV[4], ARGV[2])
 return 1
 `;
+
+/**
+ * KEYS: nodes, nodeByMachineKey, nodeByIPv4, nodeByName; ARGV: machine key, new node id. Claims the machine key for a
+ * new node: 1 when claimed, 0 when the machine is registered (its claim names a node that exists).
+ *
+ * A claim naming a node that was never written is what a registration cut off half-way left behind — the store went
+ * away between its steps, or a failover kept the first steps and lost the rest. The machine's retry must not be told
+ * "already registered" forever, so the claim is taken over, and the address and name claimed for that id are released
+ * (found by value; this path is rare). If that registration was in fact still running, its final write sees the claims
+ * are no longer its own and gives up (WRITE_NODE_LUA returns -1).
+ */
+const CLAIM_MACHINE_LUA = `
+if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 1 then return 1 end
+local old = redis.call('HGET', KEYS[2], ARGV[1])
+if redis.call('HEXISTS', KEYS[1], old) == 1 then return 0 end
+for _, idx in ipairs({KEYS[3], KEYS[4]}) do
+  local all = redis.call('HGETALL', idx)
+  for i = 1, #all, 2 do
+    if all[i + 1] == old then redis.call('HDEL', idx, all[i]) end
+  end
+end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+return 1
+`;
+
+/**
+ * KEYS: nodes, nodeByNodeKey, nodeByMachineKey, nodeByName, nodeByIPv4, presence; ARGV: node id. Deletes the node
+ * and the index entries that still name it, in one step; returns the node's JSON, or false when it was not there — so
+ * of two instances removing the same node (an ephemeral node's clean-up) exactly one does it and announces it.
+ */
+const DELETE_NODE_LUA = `
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return false end
+local n = cjson.decode(raw)
+redis.call('HDEL', KEYS[1], ARGV[1])
+local idx = { {KEYS[2], n.nodeKey}, {KEYS[3], n.machineKey}, {KEYS[4], n.givenName}, {KEYS[5], n.ipv4} }
+for _, e in ipairs(idx) do
+  if type(e[2]) == 'string' and redis.call('HGET', e[1], e[2]) == ARGV[1] then redis.call('HDEL', e[1], e[2]) end
+end
+redis.call('HDEL', KEYS[6], ARGV[1])
+return raw
+`;
+
+/** How long after a single-use key was used the same machine may use it again: a retry of the same registration. */
+const SINGLE_USE_RETRY_MS = 10 * 60_000;
 
 /** KEYS: a hash; ARGV: field, value. Removes the field only while it still holds that value. */
 const HDEL_IF_EQUAL_LUA = `
@@ -89,11 +141,14 @@ export interface StoreOptions {
 
 export class Store {
   readonly redis: Redis;
+  /** Who is online, per instance holding the node's stream (state/presence.ts). */
+  readonly presence: Presence;
   private readonly locks = new Map<number, Promise<void>>();
   private readonly waitReplicas: number;
   private readonly waitTimeoutMs: number;
   constructor(redis: Redis, opts: StoreOptions = {}) {
     this.redis = redis;
+    this.presence = new Presence(redis);
     this.waitReplicas = opts.waitReplicas ?? 0;
     this.waitTimeoutMs = opts.waitTimeoutMs ?? 2000;
   }
@@ -289,9 +344,8 @@ export class Store {
   /** Creates a node with a fresh id, address and name. The machine key must not be registered yet. */
   async createNode(fields: Omit<NodeRecord, 'id' | 'stableId' | 'givenName' | 'ipv4' | 'ipv6' | 'created' | 'lastSeen'>): Promise<NodeRecord> {
     const id = await this.redis.incr(K.nodeSeq);
-    if ((await this.redis.hsetnx(K.nodeByMachineKey, fields.machineKey, String(id))) === 0) {
-      throw new HseError(409, 'this machine is already registered');
-    }
+    const claimed = await this.redis.eval(CLAIM_MACHINE_LUA, 4, K.nodes, K.nodeByMachineKey, K.nodeByIPv4, K.nodeByName, fields.machineKey, String(id));
+    if (claimed !== 1) throw new HseError(409, 'this machine is already registered');
     const ipv4 = await this.allocateIPv4(id);
     const givenName = await this.claimName(fields.hostname, id);
     const node: NodeRecord = {
@@ -305,18 +359,32 @@ export class Store {
       lastSeen: null,
     };
     const written = await this.redis.eval(
-      WRITE_NODE_IF_OWNER_LUA,
-      3,
+      WRITE_NODE_LUA,
+      6,
       K.users,
       K.nodes,
       K.nodeByNodeKey,
+      K.nodeByMachineKey,
+      K.nodeByIPv4,
+      K.nodeByName,
       String(node.userId),
       String(id),
       JSON.stringify(node),
       node.nodeKey,
+      node.machineKey,
+      ipv4,
+      givenName,
     );
     if (written !== 1) {
-      await this.redis.multi().hdel(K.nodeByMachineKey, node.machineKey).hdel(K.nodeByIPv4, ipv4).hdel(K.nodeByName, givenName).exec();
+      // Release what this attempt claimed, and only what still names it.
+      for (const [hash, field] of [
+        [K.nodeByMachineKey, node.machineKey],
+        [K.nodeByIPv4, ipv4],
+        [K.nodeByName, givenName],
+      ]) {
+        await this.redis.eval(HDEL_IF_EQUAL_LUA, 1, hash, field, String(id));
+      }
+      if (written === -1) throw new HseError(503, 'this machine registered again while this registration was running; retrying is safe', { retryAfter: 1 });
       throw new HseError(409, `no user with id ${node.userId} (it was deleted); ask an administrator for a new key`);
     }
     await this.replicated();
@@ -381,17 +449,11 @@ export class Store {
   }
 
   async deleteNode(id: number): Promise<NodeRecord> {
-    const node = await this.getNode(id);
-    if (!node) throw new HseError(404, `no machine with id ${id}`);
-    await this.redis
-      .multi()
-      .hdel(K.nodes, String(id))
-      .hdel(K.nodeByNodeKey, node.nodeKey)
-      .hdel(K.nodeByMachineKey, node.machineKey)
-      .hdel(K.nodeByName, node.givenName)
-      .hdel(K.nodeByIPv4, node.ipv4)
-      .hdel(K.presence, String(id))
-      .exec();
+    const raw = (await this.redis.eval(DELETE_NODE_LUA, 6, K.nodes, K.nodeByNodeKey, K.nodeByMachineKey, K.nodeByName, K.nodeByIPv4, K.presence, String(id))) as
+      | string
+      | null;
+    if (raw === null) throw new HseError(404, `no machine with id ${id}`);
+    const node = nodeOf(raw);
     await this.publish({ kind: 'node.delete', nodeId: id, nodeKey: node.nodeKey });
     return node;
   }
@@ -454,10 +516,13 @@ export class Store {
   }
 
   /**
-   * Finds a pre-auth key by its text and checks it may be used now. A single-use key is consumed atomically (HSETNX
-   * on K.preAuthKeyUsed: the first registration wins), so two devices racing with the same key cannot both get in.
+   * Finds a pre-auth key by its text and checks it may be used now by the machine `machineKey`. A single-use key is
+   * consumed atomically (HSETNX on K.preAuthKeyUsed: the first registration wins), so two devices racing with the same
+   * key cannot both get in. The mark names the machine, so that machine's retry of the same registration — its first
+   * answer never arrived, or was "retry" (the store failed over, a WAIT for replicas timed out) after the key was
+   * taken — is let through for a while instead of being locked out by its own first attempt.
    */
-  async usePreAuthKey(key: string): Promise<PreAuthKeyRecord> {
+  async usePreAuthKey(key: string, machineKey: string): Promise<PreAuthKeyRecord> {
     const m = /^(hse-auth-[0-9a-f]{12})-[A-Za-z0-9_-]{32}$/.exec(key);
     const id = m ? await this.redis.hget(K.preAuthKeyByPrefix, m[1]) : null;
     const record = id === null ? null : await this.getPreAuthKey(Number(id));
@@ -466,8 +531,12 @@ export class Store {
     if (!(await this.getUser(record.userId))) throw new HseError(401, 'the user this pre-auth key belongs to was deleted; ask an administrator for a new key');
     if (record.reusable) return record;
     // HSETNX is the atomic "first one wins" that makes a single-use key register exactly one device.
-    if ((await this.redis.hsetnx(K.preAuthKeyUsed, String(record.id), new Date().toISOString())) === 0) {
-      throw new HseError(401, 'pre-auth key already used; single-use keys register one device');
+    const now = Date.now();
+    if ((await this.redis.hsetnx(K.preAuthKeyUsed, String(record.id), `${new Date(now).toISOString()} ${machineKey}`)) === 0) {
+      const [at, by] = ((await this.redis.hget(K.preAuthKeyUsed, String(record.id))) ?? '').split(' ');
+      if (by !== machineKey || !(now - Date.parse(at) < SINGLE_USE_RETRY_MS)) {
+        throw new HseError(401, 'pre-auth key already used; single-use keys register one device');
+      }
     }
     return { ...record, used: true };
   }
@@ -526,46 +595,6 @@ export class Store {
     const prev = parse<Partial<DnsSettings>>((res?.[0]?.[1] as string | null) ?? null);
     await this.publish({ kind: 'dns.change' });
     return { ...defaultDnsSettings(), ...prev };
-  }
-
-  // ---- presence ----------------------------------------------------------------------------------------------
-
-  /** Marks nodes online for `ttlMs` on behalf of `instance`; refreshed while their streams are open. */
-  async touchPresence(nodeIds: number[], instance: string, ttlMs: number): Promise<void> {
-    if (nodeIds.length === 0) return;
-    const until = Date.now() + ttlMs;
-    const args: string[] = [];
-    for (const id of nodeIds) args.push(String(id), `${instance}:${until}`);
-    await this.redis.hset(K.presence, ...args);
-  }
-
-  async clearPresence(nodeId: number): Promise<void> {
-    await this.redis.hdel(K.presence, String(nodeId));
-  }
-
-  /** Presence entries whose time ran out (their instance stopped refreshing them: it died or lost Redis). */
-  async expiredPresence(now = Date.now()): Promise<{ nodeId: number; entry: string; until: number }[]> {
-    const all = await this.redis.hgetall(K.presence);
-    const out: { nodeId: number; entry: string; until: number }[] = [];
-    for (const [id, v] of Object.entries(all)) {
-      const until = Number(v.split(':').pop());
-      if (!(until > now)) out.push({ nodeId: Number(id), entry: v, until: Number.isFinite(until) ? until : now });
-    }
-    return out;
-  }
-
-  /** Removes a presence entry only if it still is `entry` (not refreshed meanwhile by an instance that has the node). */
-  async clearPresenceIf(nodeId: number, entry: string): Promise<boolean> {
-    const lua = "if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end return 0";
-    return (await this.redis.eval(lua, 1, K.presence, String(nodeId), entry)) === 1;
-  }
-
-  /** Node ids whose presence has not expired. */
-  async onlineNodeIds(now = Date.now()): Promise<Set<number>> {
-    const all = await this.redis.hgetall(K.presence);
-    const out = new Set<number>();
-    for (const [id, v] of Object.entries(all)) if (Number(v.split(':').pop()) > now) out.add(Number(id));
-    return out;
   }
 }
 

@@ -36,6 +36,8 @@ export class Tailnet extends EventEmitter<TailnetEvents> {
   private readonly log: Logger;
   private queue: Promise<void> = Promise.resolve();
   private subscribedOnce = false;
+  /** Whether this process holds a map stream of the node (set by the map hub once it exists). */
+  servedHere: (nodeId: number) => boolean = () => false;
 
   constructor(store: Store, subscriber: Redis, log: Logger) {
     super();
@@ -118,7 +120,7 @@ export class Tailnet extends EventEmitter<TailnetEvents> {
     const [nodes, users, online, dns] = await Promise.all([
       this.store.listNodes(),
       this.store.listUsers(),
-      this.store.onlineNodeIds(),
+      this.store.presence.onlineIds(),
       this.store.getDnsSettings(),
     ]);
     if (JSON.stringify(dns) !== JSON.stringify(this.dns)) {
@@ -141,8 +143,19 @@ export class Tailnet extends EventEmitter<TailnetEvents> {
         this.emit('delete', n);
       }
     }
-    // Presence owned by this process is authoritative locally; entries from other instances are taken from Redis.
-    for (const id of online) this.online.add(id);
+    // Who is online, as the store says — except the nodes whose streams this process holds, which are online whatever
+    // the store lost (a Redis failover can drop the last presence writes; the hub renews them on reconnect). Nodes
+    // whose state changed while the change feed was away get their event now, like every other difference.
+    for (const id of this.online) {
+      if (online.has(id) || this.servedHere(id) || !this.nodes.has(id)) continue;
+      this.online.delete(id);
+      this.emit('online', this.nodes.get(id)!, false);
+    }
+    for (const id of online) {
+      if (this.online.has(id) || !this.nodes.has(id)) continue;
+      this.online.add(id);
+      this.emit('online', this.nodes.get(id)!, true);
+    }
     this.log.info('state loaded', { nodes: this.nodes.size, users: this.users.size, online: this.online.size });
   }
 }
