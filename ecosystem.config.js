@@ -14,6 +14,12 @@
 // processes log is nobody else's business. Its home and log directory are closed to group and others here, and each
 // app's two log files are created owner-only before pm2 opens them (it appends, keeping the mode).
 //
+// Memory: each Node app is started by /bin/sh running deploy/run-node.sh, which execs the pinned Node with the app's
+// V8 flags and its main (deploy/process-settings.js: which flags, and what each bought). The process pm2 watches and
+// signals is then Node itself (exec keeps the pid), as with Redis. With `interpreter: node`, pm2 would start every app
+// inside its ProcessContainerFork.js, which loads semver and pm2's helpers into each; `pmx: false` keeps pm2's metrics
+// agent (@pm2/io) out of them too.
+//
 // Settings come from the environment pm2 is started with; an `.env` file next to this one fills in what that
 // environment does not set. The checks below (is an external Redis set, is HSE_DERP_MODE public) only choose which
 // processes exist; every process still validates all settings itself through shared/config.ts.
@@ -21,6 +27,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import util from 'node:util';
+import { NODE_PROCESSES } from './deploy/process-settings.js';
 
 const root = import.meta.dirname;
 const node = path.join(root, 'node_modules', '.bin', 'node');
@@ -84,8 +91,18 @@ function app(name, script, extra = {}) {
     merge_logs: true,
     time: true,
     watch: false,
+    // No @pm2/io metrics agent inside the apps (see Memory above).
+    pmx: false,
+    automation: false,
     ...extra,
   };
+}
+
+/** A Node app: /bin/sh deploy/run-node.sh <node> <V8 flags> <main>, so that pm2 runs no wrapper of its own in it. */
+function nodeApp(name, main) {
+  const { v8, env } = NODE_PROCESSES[name];
+  const base = app(name, main, { interpreter: '/bin/sh' });
+  return { ...base, node_args: [path.join(root, 'deploy', 'run-node.sh'), node, ...v8], env: { ...base.env, ...env } };
 }
 
 export const apps = [];
@@ -94,7 +111,7 @@ export const apps = [];
 // AOF-rewrite forks, which Redis manages; signalling them too would abort a rewrite mid-way.
 if (setting('HSE_REDIS_URL') === '' && setting('HSE_REDIS_SENTINELS') === '')
   apps.push(app('redis', 'services/redis/run.sh', { interpreter: '/bin/sh', treekill: false }));
-apps.push(app('router', 'router/src/main.ts'));
-apps.push(app('coordination', 'services/coordination/src/main.ts'));
-apps.push(app('console', 'services/console/src/main.ts'));
-if (setting('HSE_DERP_MODE').toLowerCase() !== 'public') apps.push(app('relay', 'services/relay/src/main.ts'));
+apps.push(nodeApp('router', 'router/src/main.ts'));
+apps.push(nodeApp('coordination', 'services/coordination/src/main.ts'));
+apps.push(nodeApp('console', 'services/console/src/main.ts'));
+if (setting('HSE_DERP_MODE').toLowerCase() !== 'public') apps.push(nodeApp('relay', 'services/relay/src/main.ts'));

@@ -25,4 +25,4 @@ cd "$app"
 # The pinned Node first on PATH, so pm2 and anything it starts use the same runtime.
 PATH="$app/node_modules/.bin:$PATH"
 export PATH
-exec "$node" "$app/node_modules/pm2/bin/pm2-runtime" start "$app/ecosystem.config.js"
+exec /bin/sh "$app/deploy/supervisor.sh"

@@ -6,7 +6,10 @@
 // How: each app's main is started once with a refused setting. ESM loads and links a module's whole static import
 // graph before any of it runs, so every .ts file is stripped and cached; then the main refuses the setting and exits
 // 2 without opening a socket or touching data. Each runs with a clean environment (only PATH, HOME and the cache
-// directory), so the operator's own settings can neither be refused here nor change what is loaded.
+// directory), so the operator's own settings can neither be refused here nor change what is loaded. Each runs with the
+// app's own V8 flags (ecosystem.config.js): Node keeps one cache per set of flags, and a process would find nothing in
+// another's. Modules an app loads only in some modes, with import() (LATER below), are then imported once the same
+// way: their top level only imports and defines.
 //
 //   node deploy/warm-compile-cache.cjs            (npm start / npm run up) a failure is a warning: start anyway
 //   node deploy/warm-compile-cache.cjs --strict   (image build) a failure fails the build
@@ -17,12 +20,26 @@ const path = require('node:path');
 const root = path.resolve(__dirname, '..');
 const { apps } = require(path.join(root, 'ecosystem.config.js'));
 const strict = process.argv.includes('--strict');
+/** What each app loads with import() after start, in some modes only; the static graph above does not reach these. */
+const LATER = {
+  router: ['router/src/tls/tls-mode.ts'],
+  console: ['services/console/src/oidc/provider.ts'],
+  relay: ['services/relay/src/mesh-link.ts'],
+};
 let failed = 0;
 for (const app of apps) {
   const env = { PATH: process.env.PATH, HOME: process.env.HOME, NODE_COMPILE_CACHE: app.env.NODE_COMPILE_CACHE, HSE_HTTP_PORT: 'warming-the-compile-cache' };
-  const r = spawnSync(app.interpreter, [app.script], { cwd: root, env, encoding: 'utf8' });
-  if (r.status === 2 && /HSE_HTTP_PORT/.test(r.stderr)) {
+  const r = spawnSync(app.interpreter, [...(app.node_args ?? []), app.script], { cwd: root, env, encoding: 'utf8' });
+  const later = (LATER[app.name] ?? []).map((file) => {
+    const code = `await import(${JSON.stringify(path.join(root, file))})`;
+    return [file, spawnSync(app.interpreter, [...(app.node_args ?? []), '--input-type=module', '-e', code], { cwd: root, env, encoding: 'utf8' })];
+  });
+  const laterFailed = later.find(([, l]) => l.status !== 0);
+  if (r.status === 2 && /HSE_HTTP_PORT/.test(r.stderr) && !laterFailed) {
     console.log(`warm-compile-cache: ${app.name} ok`);
+  } else if (laterFailed) {
+    failed++;
+    console.error(`warm-compile-cache: ${app.name}: importing ${laterFailed[0]} failed:\n${laterFailed[1].stderr}${laterFailed[1].stdout}`);
   } else {
     failed++;
     console.error(`warm-compile-cache: ${app.name} exited ${r.status ?? r.signal} instead of refusing the setting:\n${r.stderr}${r.stdout}`);

@@ -1,6 +1,6 @@
 // Client of the coordination service's admin API (services/coordination/src/admin/admin-server.ts), used by the
 // console and the `hse` CLI. Every call says who acts and from which client address, for the activity log.
-import http from 'node:http';
+import * as nodeHttp from './node-http.ts';
 import type { DnsSettings } from './dns-settings.ts';
 import { HseError } from './errors.ts';
 import type {
@@ -83,7 +83,7 @@ export class AdminClient {
   request<T>(method: string, path: string, who: Actor, body?: unknown): Promise<T> {
     const data = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
     return new Promise<T>((resolve, reject) => {
-      const req = http.request(
+      const req = nodeHttp.request(
         {
           socketPath: this.socketPath,
           method,

@@ -11,7 +11,8 @@
 // the metric reads it when scraped (countedBy / countedByLabels). prom-client's own inc() hashes its labels on every
 // call, which is too dear per packet.
 import fs from 'node:fs';
-import http from 'node:http';
+import type http from 'node:http';
+import * as nodeHttp from './node-http.ts';
 import path from 'node:path';
 import type { Registry } from 'prom-client';
 import type { Config } from './config.ts';
@@ -168,7 +169,7 @@ export async function enableMetrics(cfg: Pick<Config, 'metricsListen'>, name: Me
 export async function serveProcessMetrics(cfg: Config, log: Logger, name: MetricsProcess): Promise<http.Server | null> {
   if (!(await enableMetrics(cfg, name))) return null;
   const reg = registry!;
-  const server = http.createServer((req, res) => {
+  const server = nodeHttp.createServer((req, res) => {
     reg
       .getMetricsAsJSON()
       .then((json) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(json)))

@@ -16,7 +16,8 @@
 // It also makes the HTTP servers the services listen with on their private sockets (createServiceServer): the same
 // 32 KiB head limit the router admits, no clocks on bodies or long-polls (the router guards slow heads), and one
 // answer to a malformed request.
-import http from 'node:http';
+import type http from 'node:http';
+import * as nodeHttp from './node-http.ts';
 import type { Duplex } from 'node:stream';
 import { type Config, loadConfig } from './config.ts';
 import { StartupError } from './errors.ts';
@@ -135,7 +136,7 @@ export function runService(name: ProcessName, start: (ctx: ServiceContext) => Pr
  * admits them; a request Node cannot parse gets 400 (431 for an oversized head) and the connection is closed.
  */
 export function createServiceServer(log: Logger, handler?: http.RequestListener): http.Server {
-  const server = http.createServer({ maxHeaderSize: MAX_HEADER_BYTES }, handler);
+  const server = nodeHttp.createServer({ maxHeaderSize: MAX_HEADER_BYTES }, handler);
   server.requestTimeout = 0;
   server.timeout = 0;
   server.keepAliveTimeout = 65_000;

@@ -1,14 +1,17 @@
 // Our image for a benchmark, started the way the container runs it (ecosystem.config.js) minus the supervisor:
 // the embedded Redis (services/redis/run.sh) with its own redis.conf (AOF, appendfsync always — what operators get,
 // not the test harness's throwaway Redis), then the services and the router together, each a real process of the
-// pinned Node 24 on a temp HSE_DATA_DIR, on loopback. bench/memory.ts runs the real pm2-runtime instead, since there
-// the supervisor itself is part of what is measured.
+// pinned Node 24 on a temp HSE_DATA_DIR, on loopback, with the image's V8 flags and allocator settings
+// (deploy/process-settings.js) and its compile cache, warmed once as the image build warms it. bench/memory.ts runs the
+// real pm2-runtime instead, since there the supervisor itself is part of what is measured.
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { AdminClient } from '../../shared/admin-client.ts';
 import { parseConfig } from '../../shared/config.ts';
 import { adminSocket, serviceSocket, type ServiceName } from '../../shared/paths.ts';
+import { NODE_PROCESSES } from '../../deploy/process-settings.js';
 import { freePort, freeUdpPort, HEAD_AND_TAIL, NODE, ROOT, startProcess, type Proc } from '../../test/harness/process.ts';
 
 export type HseProcess = 'redis' | 'router' | ServiceName;
@@ -48,7 +51,21 @@ export interface Hse {
   stop(): Promise<void>;
 }
 
+/** The compile cache the image's processes use (ecosystem.config.js), warmed once per benchmark run. */
+const COMPILE_CACHE = path.join(ROOT, 'node_modules', '.cache', 'hse-compile');
+let warmed = false;
+function warmCompileCache(): void {
+  if (warmed) return;
+  execFileSync(NODE, [path.join(ROOT, 'deploy/warm-compile-cache.cjs'), '--strict'], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/root', NODE_COMPILE_CACHE: COMPILE_CACHE },
+    stdio: 'ignore',
+  });
+  warmed = true;
+}
+
 export async function startHse(opts: HseOptions = {}): Promise<Hse> {
+  warmCompileCache();
   const processes = opts.processes ?? ['redis', 'coordination', 'relay', 'console', 'router'];
   // Short path: Unix socket names are limited to 107 bytes.
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'hse-bench-'));
@@ -70,12 +87,16 @@ export async function startHse(opts: HseOptions = {}): Promise<Hse> {
   };
   const cfg = parseConfig(env);
   const servers: Partial<Record<HseProcess, Proc>> = {};
-  const start = (name: HseProcess) =>
-    (servers[name] = startProcess(name, MAINS[name].endsWith('.sh') ? '/bin/sh' : NODE, [path.join(ROOT, MAINS[name])], {
-      env,
+  const start = (name: HseProcess) => {
+    const main = path.join(ROOT, MAINS[name]);
+    const own = name === 'redis' ? null : NODE_PROCESSES[name];
+    servers[name] = startProcess(name, own ? NODE : '/bin/sh', own ? [...own.v8, main] : [main], {
+      env: { ...env, ...own?.env, NODE_COMPILE_CACHE: COMPILE_CACHE },
       cwd: ROOT,
       keep: HEAD_AND_TAIL,
-    }));
+    });
+    return servers[name];
+  };
   const logs = () =>
     Object.entries(servers)
       .map(([n, s]) => `----- ${n} -----\n${s!.output().slice(-6000)}`)

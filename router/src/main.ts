@@ -5,7 +5,7 @@
 //     HTTPS itself with ACME or the operator's certificate files (tls/tls-mode.ts).
 // Stopping drains: no new connections, in-flight requests and tunnels get the drain deadline. Start-up, signals, the
 // exit policy and the crash policy are the shared service skeleton's (shared/service.ts).
-import http from 'node:http';
+import * as nodeHttp from '../../shared/node-http.ts';
 import type { Config } from '../../shared/config.ts';
 import { runService } from '../../shared/service.ts';
 import { listen, listenOnSocket } from './listen.ts';
@@ -14,7 +14,7 @@ import { startMetricsListener } from './metrics-listener.ts';
 import { createRouter } from './router.ts';
 import { watchTunnels } from './router-metrics.ts';
 import { routerServerOptions } from './server-options.ts';
-import { startTlsMode, type TlsMode } from './tls/tls-mode.ts';
+import type { TlsMode } from './tls/tls-mode.ts';
 
 function modeName(c: Config): string {
   if (c.proxyMode) return 'proxy';
@@ -34,14 +34,17 @@ runService('router', async ({ cfg, log }) => {
     runDir: cfg.runDir,
   };
   if (cfg.tlsMode) {
+    // Loaded only in TLS mode: HTTPS, HTTP/2 and the certificate code are ~2 MiB of heap a router behind a proxy never
+    // uses (bench/README.md, memory at rest). deploy/warm-compile-cache.cjs caches it with the static graph.
+    const { startTlsMode } = await import('./tls/tls-mode.ts');
     tlsMode = await startTlsMode(cfg, log, router, fields);
   } else if (cfg.listenSocket !== null) {
     // HSE_LISTEN_SOCKET: a proxy on this host reaches us on a socket only it may open, and no TCP port is opened.
-    const server = http.createServer(routerServerOptions(cfg));
+    const server = nodeHttp.createServer(routerServerOptions(cfg));
     router.attach(server, { unixSocket: true });
     await listenOnSocket(server, { path: cfg.listenSocket, mode: cfg.listenSocketMode, group: cfg.listenSocketGroup }, log, fields);
   } else {
-    const server = http.createServer(routerServerOptions(cfg));
+    const server = nodeHttp.createServer(routerServerOptions(cfg));
     router.attach(server);
     await listen(server, { port: cfg.httpPort, address: cfg.listenAddress, scheme: 'http' }, log, fields);
   }

@@ -3,7 +3,8 @@
 // shared/metrics.ts), merges them with the router's own into one text exposition, and adds hse_up{process} — 1 for
 // each process that answered, 0 for one that did not (down, restarting, or HSE_DERP_MODE=public for the relay is
 // simply not asked). Each process's series carry process="<name>", so nothing is summed across processes.
-import http from 'node:http';
+import type http from 'node:http';
+import * as nodeHttp from '../../shared/node-http.ts';
 import type { Config } from '../../shared/config.ts';
 import type { Logger } from '../../shared/log.ts';
 import type { Registry } from 'prom-client';
@@ -16,7 +17,7 @@ const ASK_TIMEOUT_MS = 2_000;
 
 function ask(socketPath: string): Promise<MetricJson | null> {
   return new Promise((resolve) => {
-    const req = http.get({ socketPath, path: '/', timeout: ASK_TIMEOUT_MS }, (res) => {
+    const req = nodeHttp.get({ socketPath, path: '/', timeout: ASK_TIMEOUT_MS }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
@@ -59,7 +60,7 @@ export async function scrape(cfg: Config): Promise<string> {
 export function startMetricsListener(cfg: Config, log: Logger): Promise<http.Server | null> {
   const at = cfg.metricsListen;
   if (at === null) return Promise.resolve(null);
-  const server = http.createServer((req, res) => {
+  const server = nodeHttp.createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain' }).end('only GET /metrics here\n');

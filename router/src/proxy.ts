@@ -14,7 +14,7 @@
 //   - in proxy mode no Strict-Transport-Security leaves the router: HSTS is the operator's proxy's decision;
 //   - while draining, responses say Connection: close.
 import type http from 'node:http';
-import { Agent as HttpAgent, request as httpRequest } from 'node:http';
+import { Agent as HttpAgent, request as httpRequest } from '../../shared/node-http.ts';
 import type { Logger } from '../../shared/log.ts';
 import { countResponse } from './router-metrics.ts';
 import { originForm, requestPath } from './routes.ts';

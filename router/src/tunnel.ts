@@ -14,7 +14,8 @@
 //      sent after it, then the bytes the client sent after its head, then splice both sockets;
 //   4. on any other status: pass that response on and close.
 // Either side closing or failing closes the other: a tunnel never outlives one of its ends.
-import http from 'node:http';
+import type http from 'node:http';
+import * as nodeHttp from '../../shared/node-http.ts';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../../shared/log.ts';
@@ -60,7 +61,7 @@ function requestUpstream(req: http.IncomingMessage, headers: string[], target: T
   for (let i = 0; i < headers.length; i += 2) lower.add(headers[i].toLowerCase());
   const out = [...headers, 'Connection', 'Upgrade'];
   if (!lower.has('content-length') && !lower.has('transfer-encoding')) out.push('Content-Length', '0');
-  return http.request({
+  return nodeHttp.request({
     socketPath: target.socketPath,
     method: req.method,
     path: originForm(req.url ?? '/'),

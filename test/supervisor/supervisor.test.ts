@@ -159,7 +159,7 @@ test('every app runs on the pinned Node and treats exit status 2 as final', asyn
     cwd: ROOT,
     env: { PATH: process.env.PATH },
   });
-  const apps = JSON.parse(stdout) as { name: string; interpreter: string; script: string; stop_exit_codes: number[] }[];
+  const apps = JSON.parse(stdout) as { name: string; interpreter: string; script: string; node_args?: string[]; stop_exit_codes: number[]; pmx: boolean }[];
   const mains: Record<string, string> = {
     redis: 'services/redis/run.sh',
     router: 'router/src/main.ts',
@@ -168,9 +168,15 @@ test('every app runs on the pinned Node and treats exit status 2 as final', asyn
     relay: 'services/relay/src/main.ts',
   };
   for (const a of apps) {
-    // The Redis app is a shell script that execs redis-server after a Node step on the same pinned Node.
-    t.is(a.interpreter, a.name === 'redis' ? '/bin/sh' : path.join(ROOT, 'node_modules/.bin/node'), a.name);
+    // Every app is started by /bin/sh: the Redis app is a shell script that execs redis-server after a Node step on
+    // the same pinned Node; a Node app is deploy/run-node.sh, which execs the pinned Node with the app's V8 flags and
+    // its main, so that pm2 loads no wrapper of its own into it.
+    t.is(a.interpreter, '/bin/sh', a.name);
+    if (a.name !== 'redis') {
+      t.deepEqual(a.node_args?.slice(0, 2), [path.join(ROOT, 'deploy/run-node.sh'), path.join(ROOT, 'node_modules/.bin/node')], a.name);
+    }
     t.deepEqual(a.stop_exit_codes, [2], a.name);
     t.is(a.script, path.join(ROOT, mains[a.name]), a.name);
+    t.false(a.pmx, `${a.name}: no pm2 metrics agent in the app`);
   }
 });

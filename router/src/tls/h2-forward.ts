@@ -10,7 +10,8 @@
 // `:scheme` is dropped (the router sets X-Forwarded-Proto); split Cookie fields arrive joined with "; " by Node.
 // Response mapping: the service's status and headers, minus the HTTP/1.1 connection headers HTTP/2 forbids
 // (RFC 9113, 8.2.2), plus Strict-Transport-Security.
-import http from 'node:http';
+import type http from 'node:http';
+import * as nodeHttp from '../../../shared/node-http.ts';
 import http2 from 'node:http2';
 import type { Logger } from '../../../shared/log.ts';
 import type { Config } from '../../../shared/config.ts';
@@ -96,7 +97,7 @@ export function forwardStream(stream: http2.ServerHttp2Stream, headers: http2.In
     host: one(headers[':authority']) ?? one(headers.host) ?? cfg.publicUrl.host,
   };
   const service = routeFor(requestPath(target));
-  const up = http.request({
+  const up = nodeHttp.request({
     socketPath: serviceSocket(cfg, service),
     method,
     path: originForm(target),

@@ -4,7 +4,8 @@
 //
 // Both ports listen before any certificate exists: port 80 must already answer the CA's challenge for the first
 // certificate, and an operator fixing a problem keeps a working port 80 to test against.
-import http from 'node:http';
+import type http from 'node:http';
+import * as nodeHttp from '../../../shared/node-http.ts';
 import type { Config } from '../../../shared/config.ts';
 import type { Logger } from '../../../shared/log.ts';
 import { listen } from '../listen.ts';
@@ -28,11 +29,11 @@ export async function startTlsMode(cfg: Config, log: Logger, router: Router, fie
 
   // /generate_204 on port 80 goes through the router's own pipeline (client address, header rules, drain) by way of
   // a server that never listens: the router serves whatever request is emitted on it.
-  const viaRouter = http.createServer();
+  const viaRouter = nodeHttp.createServer();
   router.attach(viaRouter);
   // Upgrades on port 80 are answered like any request (redirected), not tunnelled.
   const plainOptions: http.ServerOptions = { ...routerServerOptions(cfg), shouldUpgradeCallback: () => false };
-  const plain = http.createServer(
+  const plain = nodeHttp.createServer(
     plainOptions,
     plainHttpHandler({
       cfg,

@@ -2,7 +2,8 @@
 // real Redis connections), so the order below is the whole request pipeline:
 //   errors -> security headers -> cookie security -> static files -> readiness -> session -> CSRF -> routes -> 404
 import { drainRequestBody } from './request/drain-body.ts';
-import Router from '@koa/router';
+import { createRequire } from 'node:module';
+import type RouterClass from '@koa/router';
 import type { Redis } from 'ioredis';
 import Koa from 'koa';
 import session from 'koa-session';
@@ -45,6 +46,10 @@ import type { IdentityProvider } from './oidc/provider.ts';
 import { serveStatic } from './static-files.ts';
 import type { Viewer } from './views/layout.ts';
 import { homePath } from './views/nav.ts';
+
+// @koa/router's ES-module build imports node:http as a module namespace, which loads undici (node-http.ts in shared/
+// says why); its CommonJS build requires it, which does not: 1.6 MiB less heap in the console.
+const Router = createRequire(import.meta.url)('@koa/router') as typeof RouterClass;
 
 export interface ConsoleDeps {
   cfg: Config;

@@ -2,7 +2,7 @@
 // Start order: connect to Redis, load the cookie key and make sure the first administrator exists (retrying while
 // Redis is not there yet), listen, say "listening". SIGTERM: stop accepting, end live tails (browsers reconnect to
 // the next process), let requests in flight finish, exit 0.
-import http from 'node:http';
+import * as nodeHttp from '../../../shared/node-http.ts';
 import type { Duplex } from 'node:stream';
 import { ActivityLog, activityLimits } from '../../../shared/activity.ts';
 import { AdminClient } from '../../../shared/admin-client.ts';
@@ -37,7 +37,7 @@ const consoleApp = createConsole({ cfg, log, redis, activity: new ActivityLog(re
 const socketPath = serviceSocket(cfg, 'console');
 
 // The router admits heads up to 32 KiB; accept the same so a head it passed is not refused here.
-const server = http.createServer({ maxHeaderSize: 32 * 1024 }, consoleApp.app.callback());
+const server = nodeHttp.createServer({ maxHeaderSize: 32 * 1024 }, consoleApp.app.callback());
 // Live tails stay open for as long as the page is; the router guards against slow request heads.
 server.requestTimeout = 0;
 server.timeout = 0;

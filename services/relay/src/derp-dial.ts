@@ -5,7 +5,8 @@
 // TLS is verified against the system's CAs (plus NODE_EXTRA_CA_CERTS); the name checked is the URL's host, also when
 // `dialHost` sends the TCP connection elsewhere (derper's --mesh-with "host/dial-host").
 import crypto from 'node:crypto';
-import http from 'node:http';
+import type http from 'node:http';
+import * as nodeHttp from '../../../shared/node-http.ts';
 import https from 'node:https';
 import net from 'node:net';
 import tls from 'node:tls';
@@ -54,9 +55,9 @@ export function dialDerp(o: DialOptions): Promise<Dialled> {
     // SNI carries names only (RFC 6066, 3); the certificate is still checked against the URL's host, IP or name.
     req = secure
       ? https.request({ ...common, servername: net.isIP(hostname) ? '' : hostname, ca: o.ca ? [...tls.rootCertificates, o.ca] : undefined })
-      : http.request(common);
+      : nodeHttp.request(common);
   } else {
-    req = http.request({ socketPath: o.socketPath, host: o.host, port: o.port, path: '/derp', method: 'GET', headers, agent: false });
+    req = nodeHttp.request({ socketPath: o.socketPath, host: o.host, port: o.port, path: '/derp', method: 'GET', headers, agent: false });
   }
   const timeoutMs = o.timeoutMs ?? 10_000;
   return new Promise((resolve, reject) => {

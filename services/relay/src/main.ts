@@ -12,7 +12,7 @@ import { type Admission, OpenAdmission, RegisteredNodesAdmission } from './admis
 import { DerpServer } from './derp-server.ts';
 import { createRelayHttpServer } from './http.ts';
 import { loadMeshKey } from './mesh-key.ts';
-import { type MeshLink, startMesh } from './mesh-link.ts';
+import type { MeshLink } from './mesh-link.ts';
 import { RefusalLog } from './refusal-log.ts';
 import { watchRevocations } from './revocations.ts';
 import { loadOrCreateServerKey, type ServerKey } from './server-key.ts';
@@ -87,7 +87,10 @@ runService('relay', async ({ cfg, log }) => {
   if (derp && sub) watchRevocations(sub, derp, log);
   await listenOnSocket(server, socketPath);
   let links: MeshLink[] = [];
-  if (derp && serverKey && meshKey) {
+  if (derp && serverKey && meshKey && cfg.derpMeshWith.length > 0) {
+    // Loaded only by a relay that dials peers: the dialling side (HTTPS, TLS, the DERP client) is heap a relay that
+    // is only dialled, or not meshed at all, never uses (bench/README.md, memory at rest).
+    const { startMesh } = await import('./mesh-link.ts');
     links = startMesh(cfg.derpMeshWith, {
       privateKey: serverKey.privateKey,
       publicKey: serverKey.publicKey,

@@ -1,7 +1,9 @@
 // The admin API: JSON over HTTP on the coordination service's private admin socket (never routed by the router).
 // The console and the `hse` CLI are its only clients; both pass who acts (x-hse-actor) and from where
 // (x-hse-client-ip), and every change is written to the activity log here, in one place.
-import http, { type ServerResponse } from 'node:http';
+import type http from 'node:http';
+import type { ServerResponse } from 'node:http';
+import * as nodeHttp from '../../../../shared/node-http.ts';
 import type { ActivityLog } from '../../../../shared/activity.ts';
 import type { Config } from '../../../../shared/config.ts';
 import { dnsSettingsChanges, validateDnsSettings } from '../../../../shared/dns-settings.ts';
@@ -308,7 +310,7 @@ export function createAdminServer(d: AdminDeps, routes: Routes = adminRoutes(d))
     res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
   };
 
-  return http.createServer((req, res) => {
+  return nodeHttp.createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     const match = compiled.map((r) => ({ r, m: r.re.exec(path) })).find((x) => x.m && x.r.method === req.method);
     if (!match) {
