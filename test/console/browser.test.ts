@@ -5,7 +5,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import test from 'ava';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
+import { launchChromium } from '../harness/browser.ts';
 import type { Image } from '../harness/image.ts';
 import { ROOT } from '../harness/process.ts';
 import { Client, PASSWORD, startConsole } from '../harness/console-client.ts';
@@ -17,18 +18,7 @@ let browser: Browser;
 test.before(async () => {
   fs.mkdirSync(ARTIFACTS, { recursive: true });
   image = await startConsole();
-  browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  browser = await launchChromium();
 });
 test.after.always(async () => {
   await browser?.close();

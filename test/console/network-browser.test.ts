@@ -10,7 +10,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import test from 'ava';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { launchChromium } from '../harness/browser.ts';
 import { startImage, type Image } from '../harness/image.ts';
 import { ROOT } from '../harness/process.ts';
 import { haveTailscale, TsNode, type TsStatus } from '../harness/tailscale.ts';
@@ -31,18 +32,7 @@ if (!haveTailscale()) {
   test.before(async () => {
     fs.mkdirSync(ARTIFACTS, { recursive: true });
     image = await startImage({ env: { HSE_CONSOLE_PASSWORD: PASSWORD } });
-    browser = await chromium.launch({
-      executablePath: '/usr/bin/chromium',
-      args: [
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium();
   });
 
   test.after.always(async () => {

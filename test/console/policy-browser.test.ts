@@ -13,7 +13,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import test from 'ava';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { launchChromium } from '../harness/browser.ts';
 import { AdminClient } from '../../shared/admin-client.ts';
 import { parseConfig } from '../../shared/config.ts';
 import { adminSocket } from '../../shared/paths.ts';
@@ -75,18 +76,7 @@ if (!haveTailscale()) {
     echo = await startEchoServer();
     await api.createUser(cli, 'alice');
     await api.createUser(cli, 'bob');
-    browser = await chromium.launch({
-      executablePath: '/usr/bin/chromium',
-      args: [
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium();
     laptop = await join('laptop', 'alice');
     server = await join('server', 'bob');
     serverId = (await api.listNodes(cli)).find((n) => n.givenName === 'server')!.id;

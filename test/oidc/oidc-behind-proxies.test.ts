@@ -10,7 +10,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import test from 'ava';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { launchChromium } from '../harness/browser.ts';
 import { AdminClient } from '../../shared/admin-client.ts';
 import { parseConfig } from '../../shared/config.ts';
 import { adminSocket } from '../../shared/paths.ts';
@@ -57,18 +58,7 @@ if (!haveTailscale()) {
     });
     await image.procs.console!.waitFor(/identity provider ready/, 60_000);
     admin = new AdminClient(adminSocket(parseConfig(image.env)));
-    browser = await chromium.launch({
-      executablePath: '/usr/bin/chromium',
-      args: [
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium();
   });
 
   test.after.always(async (t) => {
