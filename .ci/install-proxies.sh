@@ -45,7 +45,7 @@ build_pinned() {
 
 install_traefik() {
   local want="${TRAEFIK_VERSION#v}"
-  if [[ -x "$GOBIN/traefik" ]] && "$GOBIN/traefik" version 2>/dev/null | grep -Eq "Version:[[:space:]]+${want}\$"; then
+  if [[ -x "$GOBIN/traefik" ]] && "$GOBIN/traefik" version 2>/dev/null | grep -E "Version:[[:space:]]+${want}\$" >/dev/null; then
     echo "install-proxies: traefik ${TRAEFIK_VERSION} already installed"
     return
   fi
@@ -56,7 +56,7 @@ install_traefik() {
 }
 
 install_compose() {
-  if [[ -x "$GOBIN/docker-compose" ]] && "$GOBIN/docker-compose" version 2>/dev/null | grep -q "${COMPOSE_VERSION}\$"; then
+  if [[ -x "$GOBIN/docker-compose" ]] && "$GOBIN/docker-compose" version 2>/dev/null | grep "${COMPOSE_VERSION}\$" >/dev/null; then
     echo "install-proxies: docker-compose ${COMPOSE_VERSION} already installed"
     return
   fi
@@ -70,7 +70,7 @@ install_compose() {
 # scripts/with-go-mod.sh copies to go.mod before building. Same here, on a writable copy of the pinned module source.
 install_docker_cli() {
   local want="${DOCKER_CLI_VERSION#v}" src work
-  if [[ -x "$GOBIN/docker" ]] && "$GOBIN/docker" --version 2>/dev/null | grep -q "^Docker version ${want},"; then
+  if [[ -x "$GOBIN/docker" ]] && "$GOBIN/docker" --version 2>/dev/null | grep "^Docker version ${want}," >/dev/null; then
     echo "install-proxies: docker CLI ${DOCKER_CLI_VERSION} already installed"
     return
   fi

@@ -18,7 +18,7 @@ mkdir -p "$GOBIN"
 
 have=1
 for bin in pebble pebble-challtestsrv; do
-  go version -m "$GOBIN/$bin" 2>/dev/null | grep -qP "^\tmod\t\Q$MODULE\E\t\Q$PEBBLE_VERSION\E\t" || have=0
+  go version -m "$GOBIN/$bin" 2>/dev/null | grep -P "^\tmod\t\Q$MODULE\E\t\Q$PEBBLE_VERSION\E\t" >/dev/null || have=0
 done
 if ((have)); then
   echo "install-tls: pebble ${PEBBLE_VERSION} already installed"
