@@ -133,5 +133,7 @@ test('the Dockerfile runs the image steps the tests run, as a non-root user, wit
   t.regex(d, /^USER hse$/m);
   t.regex(d, /^HEALTHCHECK .*CMD \["\/app\/deploy\/healthcheck\.sh"\]$/m);
   t.regex(d, /^ENTRYPOINT \["\/usr\/bin\/tini", "--", "\/app\/deploy\/entrypoint\.sh"\]$/m);
-  t.regex(fs.readFileSync(path.join(ROOT, 'deploy/entrypoint.sh'), 'utf8'), /pm2-runtime" start "\$app\/ecosystem\.config\.js"/);
+  // The entrypoint hands over to the supervisor script, which runs pm2-runtime on ecosystem.config.js.
+  t.regex(fs.readFileSync(path.join(ROOT, 'deploy/entrypoint.sh'), 'utf8'), /^exec \/bin\/sh "\$app\/deploy\/supervisor\.sh"$/m);
+  t.regex(fs.readFileSync(path.join(ROOT, 'deploy/supervisor.sh'), 'utf8'), /pm2-runtime" start "\$app\/ecosystem\.config\.js"/);
 });
