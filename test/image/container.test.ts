@@ -31,6 +31,13 @@ import { waitProxied } from '../proxy/https-client.ts';
 import { joinTwoAndPing, pingViaRelay, seesOnline } from '../proxy/two-clients.ts';
 import { BASE, CONTAINER, Deployment, NETWORK, OVERLAY } from './deployment.ts';
 
+/** A process's name for the log: its script (a service's main.ts, pm2-runtime) if it has one, else its first words. */
+function shortName(args: string): string {
+  const words = args.split(' ');
+  const script = words.find((w) => w.endsWith('.ts') || w.endsWith('pm2-runtime'));
+  return script ? script.replace(/^\/app\//, '') : words.slice(0, 2).join(' ');
+}
+
 const PASSWORD = 'image test password';
 /** The image's non-root user (deploy/image-setup.sh). */
 const HSE_UID = '10001';
@@ -396,7 +403,7 @@ if (missing.length > 0) {
     const size = Number((await engine.podman(['image', 'inspect', '--format', '{{.Size}}', 'hse:local'])).stdout.trim());
     t.true(size > 0);
     t.log(
-      `memory at rest: ${pss.toFixed(0)} MiB PSS over ${procs.length} processes (${procs.map((p) => `${p.args.split(' ').slice(0, 2).join(' ')} ${Math.round(p.pssKiB / 1024)}`).join(', ')}); engine: ${stats}`,
+      `memory at rest: ${pss.toFixed(0)} MiB PSS over ${procs.length} processes (${procs.map((p) => `${shortName(p.args)} ${Math.round(p.pssKiB / 1024)}`).join(', ')}); engine: ${stats}`,
     );
     t.log(`image size: ${Math.round(size / 1e6)} MB (hse:local)`);
   });
