@@ -302,6 +302,7 @@ async function runFailover(n: number, routers: number, prefixes: number, policy:
     if (!(await fleet.settle(3000, 3_600_000))) throw new Error('the server did not go quiet within an hour after the streams opened');
     run.settleMs = performance.now() - settleStart;
     run.onlineMissing = await fleet.waitAllOnline(0);
+    if (run.onlineMissing > 0) log(`failover N=${n}: nodes not known online: ${JSON.stringify(fleet.onlineGaps())}`);
     // Every router approved and in effect, one primary per prefix.
     const ready = async () => {
       const rs = await h.admin.listRoutes(who);

@@ -110,6 +110,26 @@ export class Fleet {
     for (const id of m.PeersRemoved ?? []) this.setOnline(i, id, false, at);
   }
 
+  /**
+   * The nodes some stream does not know online (its full map said offline, or nothing said online yet), each with how
+   * many streams, most first: which node a "missed some online peer" count is about.
+   */
+  onlineGaps(limit = 5): { node: string; id: number; streams: number }[] {
+    const count = new Map<number, number>();
+    for (let i = 0; i < this.nodes.length; i++) {
+      if (this.onlineCount[i] < 0) continue;
+      for (const n of this.nodes) {
+        if (n.id === 0 || n.id === this.nodes[i].id || this.online[i][n.id] === 1) continue;
+        count.set(n.id, (count.get(n.id) ?? 0) + 1);
+      }
+    }
+    const name = new Map(this.nodes.map((n) => [n.id, n.hostname]));
+    return [...count]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, limit)
+      .map(([id, streams]) => ({ node: name.get(id) ?? `id ${id}`, id, streams }));
+  }
+
   /** Resolves when every stream knows every other node online, or after `ms`; returns how many streams do not. */
   async waitAllOnline(ms: number): Promise<number> {
     await until(() => this.onlineRemaining === 0, ms, 20);
