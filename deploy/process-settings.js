@@ -8,10 +8,14 @@
 //   --max-semi-space-size=1  V8's young generation grows to 16 MiB a semi-space while a process loads its modules and
 //                            keeps that size when the process idles (~10 MiB resident each); 1 MiB semi-spaces keep
 //                            it at 2.
-//                            The router keeps 2 MiB: with 1 it spent ~13 % more CPU per proxied request.
+//                            The router and the coordination service keep 2 MiB: with 1 the router spent ~13 % more
+//                            CPU per proxied request, and coordination, which allocates in bursts (a network
+//                            coming online), took 2.4× as long for 2,000 full maps (96.9 against 40.3 s).
 //   --optimize-for-size      V8 prefers a compact heap over speed: smaller heap growth steps, more compaction, and
 //                            the young generation at its smallest. Not for the router, whose heap stays small anyway
-//                            and whose CPU is its throughput (27 % fewer requests per CPU-second with it).
+//                            and whose CPU is its throughput (27 % fewer requests per CPU-second with it), nor for
+//                            coordination, whose CPU is how fast maps reach clients (bench:control at 2,000 nodes:
+//                            157 CPU-seconds with the small-heap flags against 57 without, for the same memory).
 //   --v8-pool-size=1         one background V8 thread (GC, compilation) instead of four; two cores are shared by
 //                            five processes anyway.
 //   --bytecode-old-age=1     the bytecode of functions that did not run between two full collections (start-up
@@ -32,7 +36,7 @@ const ALLOCATOR = { MALLOC_ARENA_MAX: '2' };
 /** @type {Record<string, import("./process-settings.d.ts").NodeProcessSettings>} */
 export const NODE_PROCESSES = {
   router: { v8: FAST, env: ALLOCATOR },
-  coordination: { v8: SMALL, env: ALLOCATOR },
+  coordination: { v8: FAST, env: ALLOCATOR },
   console: { v8: [...SMALL, '--bytecode-old-age=1'], env: { ...ALLOCATOR, MALLOC_MMAP_THRESHOLD_: '131072' } },
   relay: { v8: SMALL, env: ALLOCATOR },
 };
