@@ -20,6 +20,7 @@ import { Store } from '../../services/coordination/src/state/store.ts';
 import { Tailnet } from '../../services/coordination/src/state/tailnet.ts';
 import type { MapResponse } from '../../services/coordination/src/tailcfg/tailcfg.ts';
 import { CaptureLogger } from '../harness/noise-client.ts';
+import { nodeFields } from '../harness/node-fields.ts';
 import { startRedis, type TestRedis } from '../harness/redis.ts';
 
 /** Stands in for the HTTP/2 response of a map request: keeps what the hub writes. */
@@ -40,26 +41,7 @@ class Response extends EventEmitter {
   }
 }
 
-const key = (n: number, prefix: string) => `${prefix}:${n.toString(16).padStart(64, '0')}`;
-function fields(i: number, userId: number) {
-  return {
-    userId,
-    machineKey: key(i, 'mkey'),
-    nodeKey: key(i, 'nodekey'),
-    discoKey: '',
-    hostname: `host-${i}`,
-    hostinfo: null,
-    endpoints: [],
-    homeDerp: 0,
-    capVersion: 130,
-    expiry: null,
-    ephemeral: false,
-    authKeyId: null,
-    registeredBy: 'authkey' as const,
-    tags: [],
-    approvedRoutes: [],
-  };
-}
+const fields = (i: number, userId: number) => nodeFields(i, userId, `host-${i}`);
 
 let redis: TestRedis;
 let dir: string;

@@ -7,6 +7,7 @@ import fc from 'fast-check';
 import { Store } from '../../services/coordination/src/state/store.ts';
 import { candidateV4, v6For } from '../../services/coordination/src/state/ip-alloc.ts';
 import { labelCandidate, sanitiseLabel } from '../../services/coordination/src/state/names.ts';
+import { nodeFields, testKey } from '../harness/node-fields.ts';
 import { startRedis, type TestRedis } from '../harness/redis.ts';
 
 let redis: TestRedis;
@@ -17,29 +18,9 @@ test.after.always(async () => {
   await redis?.stop();
 });
 
-const key = (n: number, prefix = 'nodekey') => `${prefix}:${n.toString(16).padStart(64, '0')}`;
+const key = testKey;
 /** A machine key for the calls where which machine asks does not matter. */
 const M = key(1, 'mkey');
-
-function nodeFields(i: number, userId: number) {
-  return {
-    userId,
-    machineKey: key(i, 'mkey'),
-    nodeKey: key(i),
-    discoKey: '',
-    hostname: 'laptop',
-    hostinfo: null,
-    endpoints: [],
-    homeDerp: 0,
-    capVersion: 130,
-    expiry: null,
-    ephemeral: false,
-    authKeyId: null,
-    registeredBy: 'authkey' as const,
-    tags: [],
-    approvedRoutes: [],
-  };
-}
 
 test.serial('concurrent registrations get distinct addresses and names', async (t) => {
   const store = new Store(redis.client());
