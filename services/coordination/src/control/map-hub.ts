@@ -224,11 +224,15 @@ export class MapHub {
       if (!alive()) return false;
       await this.d.policy.ready(node.id, POLICY_WAIT_MS);
       if (!this.d.policy.knows(node.id) && alive()) {
+        const missing = !this.tailnet.nodes.has(node.id);
         this.d.log.warn('waiting for the policy to include a new node before its first map', {
           node: node.givenName,
           id: node.id,
           waitedMs: Date.now() - started,
+          ...(missing ? { reloading: "the node is in the store but not in this instance's view of the tailnet" } : {}),
         });
+        // The change that announced it never reached this instance: reload, and the policy compiles with it.
+        if (missing) this.tailnet.resyncSoon();
       }
     }
     return alive();

@@ -36,6 +36,7 @@ export class Tailnet extends EventEmitter<TailnetEvents> {
   private readonly log: Logger;
   private queue: Promise<void> = Promise.resolve();
   private subscribedOnce = false;
+  private resyncTimer: NodeJS.Timeout | null = null;
   /** Whether this process holds a map stream of the node (set by the map hub once it exists). */
   servedHere: (nodeId: number) => boolean = () => false;
 
@@ -63,7 +64,24 @@ export class Tailnet extends EventEmitter<TailnetEvents> {
   }
 
   private enqueue(task: () => Promise<void>): void {
-    this.queue = this.queue.then(task).catch((e: Error) => this.log.warn('could not apply a state change; will resync', { error: e.message }));
+    this.queue = this.queue.then(task).catch((e: Error) => {
+      this.log.warn('could not apply a state change; reloading the tailnet from the store in 1 s', { error: e.message });
+      this.resyncSoon();
+    });
+  }
+
+  /**
+   * Reloads the whole view from the store in a second (once, however often asked meanwhile): after a change that could
+   * not be applied, or when a node the store has is missing here (a change message that never arrived). The delay keeps
+   * a store that is down from being asked in a tight loop.
+   */
+  resyncSoon(): void {
+    if (this.resyncTimer) return;
+    this.resyncTimer = setTimeout(() => {
+      this.resyncTimer = null;
+      this.enqueue(() => this.resync());
+    }, 1000);
+    this.resyncTimer.unref();
   }
 
   private async apply(e: ChangeEvent): Promise<void> {
