@@ -4,30 +4,23 @@
 // viewer may use (same peers) reaching its stream. The end-to-end behaviour with official clients is in
 // test/netns/routes.test.ts. Reference: tailscale tailcfg.Node (AllowedIPs, PrimaryRoutes), net/routemanager (a
 // prefix on two peers is resolved by the client, so control puts it on one), ipn/ipnlocal updateFilterLocked.
-import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import test from 'ava';
 import type { FilterRule, MapResponse, Node } from '../../services/coordination/src/tailcfg/tailcfg.ts';
 import { ControlClient, type MapStream, serverKey } from '../harness/control-client.ts';
+import { hseOut } from '../harness/hse-cli.ts';
 import { startImage, type Image } from '../harness/image.ts';
-import { NODE, ROOT } from '../harness/process.ts';
 
-const exec = promisify(execFile);
 const LAN = '10.9.0.0/24';
 
 let image: Image;
 let pub: Buffer;
 
 async function hse(...args: string[]): Promise<unknown> {
-  const { stdout } = await exec(NODE, [path.join(ROOT, 'bin/hse.ts'), ...args, '--json'], { env: { ...image.env, PATH: process.env.PATH } });
-  return JSON.parse(stdout);
+  return JSON.parse(await hseOut(image, [...args, '--json']));
 }
 
 async function setPolicy(policy: unknown): Promise<void> {
-  const p = exec(NODE, [path.join(ROOT, 'bin/hse.ts'), 'policy', 'set', '-'], { env: { ...image.env, PATH: process.env.PATH } });
-  p.child.stdin!.end(JSON.stringify(policy));
-  await p;
+  await hseOut(image, ['policy', 'set', '-'], JSON.stringify(policy));
 }
 
 interface Member {

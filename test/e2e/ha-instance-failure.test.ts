@@ -10,6 +10,7 @@ import test from 'ava';
 import { K } from '../../shared/redis-keys.ts';
 import { holdersOf } from '../../services/coordination/src/state/presence.ts';
 import { createTestCA, TEST_DOMAIN, type TestCA } from '../harness/ca.ts';
+import { hseOut } from '../harness/hse-cli.ts';
 import type { Image } from '../harness/image.ts';
 import { killImage, planInstances } from '../harness/instances.ts';
 import { freePorts } from '../harness/process.ts';
@@ -17,12 +18,7 @@ import { missingProxy, startProxy, type RunningProxy } from '../harness/proxies.
 import { startRedis, type TestRedis } from '../harness/redis.ts';
 import { haveTailscale, TsNode, type TsStatus } from '../harness/tailscale.ts';
 import { pingViaRelay } from '../proxy/two-clients.ts';
-import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { promisify } from 'node:util';
-import { NODE, ROOT } from '../harness/process.ts';
 
-const exec = promisify(execFile);
 const missing = !haveTailscale() ? 'tailscaled/tailscale not found; run .ci/run' : missingProxy('nginx');
 
 if (missing) {
@@ -35,10 +31,7 @@ if (missing) {
   let B: Image;
   const nodes: TsNode[] = [];
 
-  async function hse(img: Image, ...args: string[]): Promise<string> {
-    const { stdout } = await exec(NODE, [path.join(ROOT, 'bin/hse.ts'), ...args], { env: { ...img.env, PATH: process.env.PATH } });
-    return stdout;
-  }
+  const hse = (img: Image, ...args: string[]): Promise<string> => hseOut(img, args);
   /** The coordination process's id in presence entries, from its "listening" line. */
   const instanceOf = (img: Image) => /listening .*instance=([0-9a-f]+)/.exec(img.procs.coordination!.output())?.[1] ?? '?';
   const running = (s: TsStatus) => s.BackendState === 'Running';

@@ -6,11 +6,9 @@
 // the operator's request: the API the CLI calls (shared/admin-client.ts, so a Node start-up is not counted), the
 // console's form post. And a node that reconnected to B while A still held its old stream stays online when A's
 // stream finally closes (state/presence.ts).
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import test from 'ava';
 import { AdminClient } from '../../shared/admin-client.ts';
 import { parseConfig } from '../../shared/config.ts';
@@ -18,13 +16,11 @@ import { adminSocket } from '../../shared/paths.ts';
 import type { MapResponse } from '../../services/coordination/src/tailcfg/tailcfg.ts';
 import { Client, PASSWORD } from '../harness/console-client.ts';
 import { ControlClient, type MapStream, serverKey } from '../harness/control-client.ts';
+import { hseOut } from '../harness/hse-cli.ts';
 import type { Image } from '../harness/image.ts';
 import { startInstances } from '../harness/instances.ts';
-import { NODE, ROOT } from '../harness/process.ts';
 import { startRedis, type TestRedis } from '../harness/redis.ts';
 import { haveTailscale, TsNode, type TsStatus } from '../harness/tailscale.ts';
-
-const exec = promisify(execFile);
 
 if (!haveTailscale()) {
   test('official Tailscale client is installed', (t) => t.fail('tailscaled/tailscale not found; run .ci/run or go install them (see README)'));
@@ -38,10 +34,7 @@ if (!haveTailscale()) {
   const nodes: TsNode[] = [];
 
   /** The real CLI, talking to one instance's admin socket. */
-  async function hse(img: Image, ...args: string[]): Promise<string> {
-    const { stdout } = await exec(NODE, [path.join(ROOT, 'bin/hse.ts'), ...args], { env: { ...img.env, PATH: process.env.PATH } });
-    return stdout;
-  }
+  const hse = (img: Image, ...args: string[]): Promise<string> => hseOut(img, args);
 
   const running = (s: TsStatus) => s.BackendState === 'Running';
   const peer = (n: TsNode, s: TsStatus, host: string) => n.peers(s).find((p) => p.HostName === host);

@@ -6,18 +6,15 @@
 // B's client moves to the region's next node (A) and keeps reaching its peer. (Clients move to the next node only when
 // the first cannot be reached at all: while B's router answers, a dead relay behind it is a refused upgrade, which the
 // client retries on the same node until pm2 has restarted the relay.)
-import { execFile } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import test from 'ava';
 import { startImage, type Image } from '../harness/image.ts';
-import { freePort, freeUdpPort, NODE, ROOT } from '../harness/process.ts';
+import { hseOut } from '../harness/hse-cli.ts';
+import { freePort, freeUdpPort } from '../harness/process.ts';
 import { startRedis, type TestRedis } from '../harness/redis.ts';
 import { haveTailscale, TsNode, type TsStatus } from '../harness/tailscale.ts';
-
-const exec = promisify(execFile);
 
 if (!haveTailscale()) {
   test('official Tailscale client is installed', (t) => t.fail('tailscaled/tailscale not found; run .ci/run or go install them (see README)'));
@@ -27,10 +24,7 @@ if (!haveTailscale()) {
   let B: Image;
   const nodes: TsNode[] = [];
 
-  async function hse(...args: string[]): Promise<string> {
-    const { stdout } = await exec(NODE, [path.join(ROOT, 'bin/hse.ts'), ...args], { env: { ...A.env, PATH: process.env.PATH } });
-    return stdout;
-  }
+  const hse = (...args: string[]): Promise<string> => hseOut(A, args);
 
   const running = (s: TsStatus) => s.BackendState === 'Running';
   /** How the relay logs a node key: "nodekey:" and the first 12 hex digits. */

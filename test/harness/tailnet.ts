@@ -6,11 +6,9 @@
 //   const r = await net.hse(['policy', 'set', '-'], text); // { code, stdout, stderr }, never throws
 //   await net.node('laptop').cli(['file', 'cp', ...]);
 //   await net.stop();
-import { execFile } from 'node:child_process';
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Image, type ImageOptions, startImage } from './image.ts';
-import { NODE, ROOT } from './process.ts';
+import { type CliResult, runHse } from './hse-cli.ts';
 import { TsNode, type TsNodeOptions, type TsStatus } from './tailscale.ts';
 
 export interface TailnetOptions {
@@ -28,11 +26,7 @@ export interface TailnetOptions {
   policy?: string;
 }
 
-export interface CliResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
+export type { CliResult } from './hse-cli.ts';
 
 export interface Tailnet {
   image: Image;
@@ -77,13 +71,7 @@ export async function startTailnet(opts: TailnetOptions): Promise<Tailnet> {
   const image = await startImage({ env: opts.env, port: opts.port });
   const nodes = new Map<string, TsNode>();
 
-  const hse = (args: string[], input?: string): Promise<CliResult> =>
-    new Promise((resolve) => {
-      const p = execFile(NODE, [path.join(ROOT, 'bin/hse.ts'), ...args], { env: { ...image.env, PATH: process.env.PATH } }, (e, stdout, stderr) =>
-        resolve({ code: e ? ((e as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-      );
-      p.stdin!.end(input ?? '');
-    });
+  const hse = (args: string[], input?: string): Promise<CliResult> => runHse(image, args, input);
 
   const setPolicy = async (text: string): Promise<void> => {
     const r = await hse(['policy', 'set', '-'], text);

@@ -13,17 +13,13 @@
 //
 // The tests run in order and build on each other: router-a alone without a policy; then a policy with autoApprovers
 // and router-b; then both routers for failover; then the exit node; then a policy that narrows what alice and bob get.
-import { execFile } from 'node:child_process';
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { promisify } from 'node:util';
 import test, { type ExecutionContext } from 'ava';
 import { startImage, type Image } from '../harness/image.ts';
 import { Lab, netlabMissing } from '../harness/netlab.ts';
-import { NODE, type Proc, ROOT } from '../harness/process.ts';
+import { NODE, type Proc } from '../harness/process.ts';
+import { hseOut } from '../harness/hse-cli.ts';
 import { haveTailscale, TsNode, type TsStatus, type TsStatusPeer } from '../harness/tailscale.ts';
-
-const exec = promisify(execFile);
 
 const LAN = '10.201.0.0/24';
 const LAN_HOST = '10.201.0.2';
@@ -60,15 +56,10 @@ if (missing) {
   const nodes = new Map<string, TsNode>();
   const listeners: Proc[] = [];
 
-  async function hse(...args: string[]): Promise<string> {
-    const { stdout } = await exec(NODE, [path.join(ROOT, 'bin/hse.ts'), ...args], { env: { ...image.env, PATH: process.env.PATH } });
-    return stdout;
-  }
+  const hse = (...args: string[]): Promise<string> => hseOut(image, args);
 
   async function setPolicy(policy: unknown): Promise<void> {
-    const p = exec(NODE, [path.join(ROOT, 'bin/hse.ts'), 'policy', 'set', '-'], { env: { ...image.env, PATH: process.env.PATH } });
-    p.child.stdin!.end(JSON.stringify(policy));
-    await p;
+    await hseOut(image, ['policy', 'set', '-'], JSON.stringify(policy));
   }
 
   const routes = async (): Promise<RouteView[]> => JSON.parse(await hse('routes', 'list', '--json')) as RouteView[];

@@ -77,13 +77,7 @@ function pendingItem(p: PendingAuth, v: { viewer: Viewer; users: UserView[]; sig
   if (v.signInProvider) return providerPendingItem(p, { ...v, signInProvider: v.signInProvider }, os, now);
   const id = `pending-${p.authId.slice(0, 12)}`;
   return html`<li class="pending-item" data-auth-id="${p.authId}">
-  <div class="pending-device">
-    <span class="device-icon" aria-hidden="true"></span>
-    <div>
-      <a class="machine-name" href="/console/register/${p.authId}">${p.hostname || 'unnamed device'}</a>
-      <span class="sub">${[os, `from ${p.ip || 'unknown address'}`, `asked ${ago(p.created, now)}`].filter(Boolean).join(' · ')}</span>
-    </div>
-  </div>
+  ${pendingDevice(p, os, now)}
   ${
     admin
       ? html`<div class="pending-actions">
@@ -102,16 +96,21 @@ function pendingItem(p: PendingAuth, v: { viewer: Viewer; users: UserView[]; sig
 </li>`;
 }
 
-/** A device that joins through the identity provider: no approval here, only a way to end its login. */
-function providerPendingItem(p: PendingAuth, v: { viewer: Viewer; signInProvider: string }, os: string, now: number): Html {
-  return html`<li class="pending-item" data-auth-id="${p.authId}">
-  <div class="pending-device">
+/** A waiting device: its name (linking to its registration page), OS, address and how long ago it asked. */
+function pendingDevice(p: PendingAuth, os: string, now: number): Html {
+  return html`<div class="pending-device">
     <span class="device-icon" aria-hidden="true"></span>
     <div>
       <a class="machine-name" href="/console/register/${p.authId}">${p.hostname || 'unnamed device'}</a>
       <span class="sub">${[os, `from ${p.ip || 'unknown address'}`, `asked ${ago(p.created, now)}`].filter(Boolean).join(' · ')}</span>
     </div>
-  </div>
+  </div>`;
+}
+
+/** A device that joins through the identity provider: no approval here, only a way to end its login. */
+function providerPendingItem(p: PendingAuth, v: { viewer: Viewer; signInProvider: string }, os: string, now: number): Html {
+  return html`<li class="pending-item" data-auth-id="${p.authId}">
+  ${pendingDevice(p, os, now)}
   <div class="pending-actions">
     <span class="badge plain">waiting for its owner to sign in with ${v.signInProvider}</span>
     ${
