@@ -40,8 +40,8 @@ interface Result extends LoadResult {
   stunPerSecond?: number;
 }
 
-function throughput(target: DerpTarget): Promise<LoadResult> {
-  return measureThroughput(target, target, { pairs: PAIRS, packet: PACKET, seconds });
+function throughput(target: DerpTarget, serverPids: () => number[]): Promise<LoadResult> {
+  return measureThroughput(target, target, { pairs: PAIRS, packet: PACKET, seconds, serverPids });
 }
 
 async function idleMemory(target: DerpTarget, pids: Record<string, number>): Promise<{ perThousandKiB: number; connected: number }> {
@@ -105,9 +105,9 @@ async function measureHse(): Promise<{ router: Result; direct: Result }> {
   try {
     const pids = hse.pids();
     log('hse: packets through the router');
-    const viaRouter = await throughput({ host: '127.0.0.1', port: hse.port });
+    const viaRouter = await throughput({ host: '127.0.0.1', port: hse.port }, () => [pids.relay, pids.router]);
     log('hse: packets on the relay socket');
-    const direct = await throughput({ socketPath: hse.socket('relay') });
+    const direct = await throughput({ socketPath: hse.socket('relay') }, () => [pids.relay]);
     log(`hse: ${idleClients} idle clients`);
     const mem = await idleMemory({ host: '127.0.0.1', port: hse.port }, pids);
     log('hse: STUN');
@@ -126,7 +126,7 @@ async function measureDerper(): Promise<Result> {
   try {
     const target = { host: '127.0.0.1', port: d.port };
     log('derper: packets');
-    const t = await throughput(target);
+    const t = await throughput(target, () => Object.values(d.pids()));
     log(`derper: ${idleClients} idle clients`);
     const mem = await idleMemory(target, d.pids());
     log('derper: STUN');
@@ -171,6 +171,7 @@ const rowsDef: Row[] = [
   ['probes lost under load', (r) => r.lostProbes, (v) => fmtNum(v)],
   ['memory per 1,000 idle clients', (r) => r.idleKiBPer1000 ?? NaN, fmtMiB],
   ['STUN answers/s', (r) => r.stunPerSecond ?? NaN, (v) => fmtNum(v)],
+  ['server CPU under load (cores busy)', (r) => r.serverCpu, (v) => fmtNum(v, 2)],
   ['load client CPU (cores busy)', (r) => r.clientCpu, (v) => fmtNum(v, 2)],
 ];
 const rows = rowsDef.map(([label, get, fmt]) => {

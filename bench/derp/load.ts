@@ -2,6 +2,7 @@
 // and echo round trips, with the senders on one relay and the receivers on the same or another (across a mesh).
 import crypto from 'node:crypto';
 import { pool } from '../../test/harness/pool.ts';
+import { cpuSecondsOf } from '../../test/harness/proc.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DerpConn, sendBurst, type DerpTarget } from './derp-conn.ts';
 
@@ -12,6 +13,8 @@ export interface LoadOptions {
   seconds: number;
   /** Called once every connection is up, before anything is measured (e.g. to wait for a mesh to learn the keys). */
   settle?: (conns: DerpConn[]) => Promise<void>;
+  /** The server's processes, whose CPU is read over the loaded window. */
+  serverPids?: () => number[];
 }
 
 export interface LoadResult {
@@ -22,6 +25,8 @@ export interface LoadResult {
   rttLoad: number[];
   lostProbes: number;
   clientCpu: number;
+  /** Cores the server's processes kept busy during the loaded window (NaN without serverPids). */
+  serverCpu: number;
 }
 
 /** One echo round trip at a time from a to b and back; returns RTTs in ms, stops after `count` or when `stop()` is true. */
@@ -104,12 +109,15 @@ export async function throughput(from: DerpTarget, to: DerpTarget, o: LoadOption
   const s0 = sentTotal;
   const t0 = performance.now();
   const cpu0 = process.cpuUsage();
+  const serverCpu = () => (o.serverPids ? o.serverPids().reduce((n, pid) => n + cpuSecondsOf(pid), 0) : NaN);
+  const server0 = serverCpu();
   const loaded = rtts(probeA, probeB, 1e9, () => performance.now() - t0 > seconds * 1000);
   await sleep(seconds * 1000);
   const elapsed = (performance.now() - t0) / 1000;
   const delivered = receivers.reduce((n, r) => n + r.packets, 0) - p0;
   const sent = sentTotal - s0;
   const cpu = process.cpuUsage(cpu0);
+  const serverSeconds = serverCpu() - server0;
   running = false;
   const load = await loaded;
   for (const c of [...conns, probeA, probeB]) c.close();
@@ -122,5 +130,6 @@ export async function throughput(from: DerpTarget, to: DerpTarget, o: LoadOption
     rttLoad: load.samples,
     lostProbes: load.lost,
     clientCpu: (cpu.user + cpu.system) / 1e6 / elapsed,
+    serverCpu: serverSeconds / elapsed,
   };
 }

@@ -24,6 +24,7 @@ import { originForm } from './routes.ts';
 import { takeOverRequestSocket } from '../../shared/http-takeover.ts';
 import { REASONS, upstreamFailure, writeRawResponse } from './unavailable.ts';
 import { countUpgrade } from './router-metrics.ts';
+import { TurnBudget } from '../../shared/turn-budget.ts';
 
 export interface Target {
   service: ServiceName;
@@ -86,6 +87,27 @@ function finish(s: Duplex): void {
   setTimeout(() => s.destroy(), 5_000).unref();
 }
 
+/**
+ * Passes `from`'s bytes to `to` as they arrive, pausing `from` while `to` pushes back, and at most a turn budget of
+ * them per event-loop turn (shared/turn-budget.ts: a busy tunnel must not make a quiet one wait a whole turn). A
+ * half-close (FIN) is passed on.
+ */
+function pass(from: Duplex, to: Duplex): void {
+  const turn = new TurnBudget(from);
+  const drained = () => turn.release();
+  from.on('data', (chunk: Buffer) => {
+    if (!to.write(chunk)) {
+      turn.hold();
+      to.once('drain', drained);
+    }
+    turn.spend(chunk.length);
+  });
+  from.once('end', () => to.end());
+  // The client's socket was paused until the service switched protocols (RequestBody): a 'data' listener alone
+  // does not restart a stream paused on purpose.
+  from.resume();
+}
+
 /** Splices two sockets. Returns when set up; `onClose` runs once, when the tunnel is gone. */
 function splice(client: Duplex, upstream: Duplex, deps: TunnelDeps, service: ServiceName): void {
   let done = false;
@@ -104,14 +126,14 @@ function splice(client: Duplex, upstream: Duplex, deps: TunnelDeps, service: Ser
   };
   const forget = deps.tunnels.add(() => close(true));
   countUpgrade(service);
-  client.pipe(upstream);
-  upstream.pipe(client);
+  pass(client, upstream);
+  pass(upstream, client);
   for (const s of [client, upstream]) {
     s.on('error', (e: Error) => {
       deps.log.debug('tunnel socket error', { service, error: e.message });
       close(true);
     });
-    // A half-close (FIN) is passed on by pipe(); a full close of one side ends the other.
+    // A half-close (FIN) is passed on (pass()); a full close of one side ends the other.
     s.on('close', () => close(false));
   }
 }

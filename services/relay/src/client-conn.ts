@@ -46,6 +46,7 @@ import {
   type Frame,
 } from './frames.ts';
 import type { RelayClient } from './registry.ts';
+import { TurnBudget } from '../../../shared/turn-budget.ts';
 
 export interface ConnOptions {
   /** Packets held per queue while the transport pushes back. */
@@ -109,6 +110,7 @@ export class ClientConn implements RelayClient {
   private readonly host: ConnHost;
   private readonly stream: Duplex;
   private readonly reader: FrameReader;
+  private readonly turn: TurnBudget;
   private state: State = 'login';
   private readonly writer: FrameWriter;
   private pendingPong = false;
@@ -131,6 +133,7 @@ export class ClientConn implements RelayClient {
       },
     });
     this.reader = new FrameReader(loginPolicy);
+    this.turn = new TurnBudget(stream);
   }
 
   /** "nodekey:<hex>" shortened for logs. */
@@ -168,6 +171,7 @@ export class ClientConn implements RelayClient {
     if (this.state === 'closed') return;
     this.reader.push(chunk);
     this.pump();
+    this.turn.spend(chunk.length);
   }
 
   private pump(): void {
@@ -231,7 +235,7 @@ export class ClientConn implements RelayClient {
     this.info = info;
     this.state = 'admitting';
     // Frames sent before our ServerInfo (clients do not wait for it) stay in the reader until admission ends.
-    this.stream.pause();
+    this.turn.hold();
     this.host.admit(this).then(
       (ok) => (ok ? this.becomeReady() : this.close('refused', 'graceful')),
       (e: Error) => {
@@ -251,7 +255,7 @@ export class ClientConn implements RelayClient {
     const { keepAliveMs, keepAliveJitterMs } = this.host.options;
     this.keepAliveTimer = setInterval(() => this.enqueueControl(encodeKeepAlive()), keepAliveMs + Math.floor(Math.random() * keepAliveJitterMs));
     this.keepAliveTimer.unref();
-    this.stream.resume();
+    this.turn.release();
     this.pump();
   }
 
