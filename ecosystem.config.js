@@ -98,11 +98,23 @@ function app(name, script, extra = {}) {
   };
 }
 
-/** A Node app: /bin/sh deploy/run-node.sh <node> <V8 flags> <main>, so that pm2 runs no wrapper of its own in it. */
-function nodeApp(name, main) {
-  const { v8, env } = NODE_PROCESSES[name];
+/**
+ * A Node app: /bin/sh deploy/run-node.sh <node> <V8 flags> <main>, so that pm2 runs no wrapper of its own in it.
+ * `kind` names its settings in process-settings.js (the further router processes share the router's).
+ */
+function nodeApp(name, main, kind = name, extraEnv = {}) {
+  const { v8, env } = NODE_PROCESSES[kind];
   const base = app(name, main, { interpreter: '/bin/sh' });
-  return { ...base, node_args: [path.join(root, 'deploy', 'run-node.sh'), node, ...v8], env: { ...base.env, ...env } };
+  return { ...base, node_args: [path.join(root, 'deploy', 'run-node.sh'), node, ...v8], env: { ...base.env, ...env, ...extraEnv } };
+}
+
+/**
+ * HSE_ROUTER_PROCESSES: routers sharing the public port (SO_REUSEPORT), named router, router-2, … Only a whole number
+ * from 2 to 16 starts more than one; anything else starts one, which refuses the setting itself if it is invalid.
+ */
+function routerCount() {
+  const v = setting('HSE_ROUTER_PROCESSES');
+  return /^\d+$/.test(v) && Number(v) >= 2 && Number(v) <= 16 ? Number(v) : 1;
 }
 
 export const apps = [];
@@ -112,6 +124,7 @@ export const apps = [];
 if (setting('HSE_REDIS_URL') === '' && setting('HSE_REDIS_SENTINELS') === '')
   apps.push(app('redis', 'services/redis/run.sh', { interpreter: '/bin/sh', treekill: false }));
 apps.push(nodeApp('router', 'router/src/main.ts'));
+for (let i = 2; i <= routerCount(); i++) apps.push(nodeApp(`router-${i}`, 'router/src/main.ts', 'router', { HSE_ROUTER_INSTANCE: String(i) }));
 apps.push(nodeApp('coordination', 'services/coordination/src/main.ts'));
 apps.push(nodeApp('console', 'services/console/src/main.ts'));
 if (setting('HSE_DERP_MODE').toLowerCase() !== 'public') apps.push(nodeApp('relay', 'services/relay/src/main.ts'));

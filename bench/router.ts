@@ -2,7 +2,8 @@
 //   upstream     a separate nginx (1 worker) answering `200 ok` from a Unix socket at the coordination service's
 //                path in hse's run dir, so the router forwards "/" to it; it also listens on a loopback port for the
 //                direct measurement. It is far faster than either proxy, so the proxy is what is measured.
-//   proxies      our router (one Node process); nginx with the location block of our own example
+//   proxies      our router: one Node process (the default), then two sharing the port (HSE_ROUTER_PROCESSES=2,
+//                SO_REUSEPORT); nginx with the location block of our own example
 //                (advanced/proxy/nginx/hse.conf: HTTP/1.1 upstream, Upgrade/Connection mapping, buffering off),
 //                once with Debian's default `worker_processes auto` and once with 1 worker (like the router).
 //                The router keeps its upstream connections alive; the example opens a fresh one per request (its
@@ -126,19 +127,24 @@ if (missing.length > 0) {
 process.stdout.write(header('Router: hse router vs nginx', { nginx: ['nginx', ['-v']], wrk: ['wrk', ['--version']] }));
 
 const hse = await startHse({ processes: ['router'] });
+const hse2 = await startHse({ processes: ['router'], routers: 2 });
 const socket = hse.socket('coordination');
+const socket2 = hse2.socket('coordination');
+const routerPids = (h: typeof hse) => () => Object.fromEntries(Object.entries(h.pids()).filter(([n]) => n.startsWith('router')));
 const [upPort, ngPort, ng1Port] = await freePorts(3);
 let upstream: Nginx | null = null;
 let nginxAuto: Nginx | null = null;
 let nginx1: Nginx | null = null;
 const results: Record<string, Measured> = {};
 let routerPolls: Awaited<ReturnType<typeof pollMemory>> | null = null;
+let router2Polls: Awaited<ReturnType<typeof pollMemory>> | null = null;
 let nginxPolls: Awaited<ReturnType<typeof pollMemory>> | null = null;
 try {
   upstream = await startNginx('upstream', {
     workers: 1,
     http: `  server {
     listen unix:${socket};
+    listen unix:${socket2};
     listen 127.0.0.1:${upPort};
     location / { default_type text/plain; return 200 "ok\\n"; }
   }`,
@@ -147,7 +153,8 @@ try {
   nginx1 = await startNginx('proxy1', { workers: 1, http: proxyHttp(ng1Port, socket), workerConnections: 20_000 });
   const targets: Target[] = [
     { name: 'direct', url: `http://127.0.0.1:${upPort}/`, pids: () => upstream!.pids() },
-    { name: 'hse router', url: `${hse.url}/`, pids: () => ({ router: hse.servers.router!.pid }) },
+    { name: 'hse router', url: `${hse.url}/`, pids: routerPids(hse) },
+    { name: 'hse router ×2', url: `${hse2.url}/`, pids: routerPids(hse2) },
     { name: 'nginx (auto workers)', url: `http://127.0.0.1:${ngPort}/`, pids: () => nginxAuto!.pids() },
     { name: 'nginx (1 worker)', url: `http://127.0.0.1:${ng1Port}/`, pids: () => nginx1!.pids() },
   ];
@@ -158,19 +165,23 @@ try {
   upstream = null;
   await nginx1.stop();
   nginx1 = null;
-  const holder = startProcess('long-poll-holder', NODE, [path.join(ROOT, 'bench/router/long-poll-holder.ts'), socket], { keep: HEAD_AND_TAIL });
+  const holders = [socket, socket2].map((s, i) =>
+    startProcess(`long-poll-holder-${i + 1}`, NODE, [path.join(ROOT, 'bench/router/long-poll-holder.ts'), s], { keep: HEAD_AND_TAIL }),
+  );
   try {
-    await holder.waitFor(/listening/, 30_000);
-    routerPolls = await pollMemory('hse router', hse.port, () => ({ router: hse.servers.router!.pid }));
+    await Promise.all(holders.map((h) => h.waitFor(/listening/, 30_000)));
+    routerPolls = await pollMemory('hse router', hse.port, routerPids(hse));
+    router2Polls = await pollMemory('hse router ×2', hse2.port, routerPids(hse2));
     nginxPolls = await pollMemory('nginx (auto workers)', ngPort, () => nginxAuto!.pids());
   } finally {
-    await holder.stop();
+    await Promise.all(holders.map((h) => h.stop()));
   }
 } finally {
   await upstream?.stop();
   await nginxAuto?.stop();
   await nginx1?.stop();
   await hse.stop();
+  await hse2.stop();
 }
 
 const direct = results.direct;
@@ -198,9 +209,10 @@ const pollRow = (name: string, p: typeof routerPolls) =>
     ? [name, fmtNum(polls), fmtMiB(p.before), fmtMiB(p.after), `${fmtNum(p.perPollKiB, 1)} KiB`, fmtMiB(p.perPollKiB * 10_000)]
     : [name, '–', '–', '–', '–', '–'];
 process.stdout.write(
-  `${table(['proxy', 'long-polls held', 'RSS before', 'RSS holding', 'per long-poll', 'per 10,000'], [pollRow('hse router', routerPolls), pollRow('nginx (auto workers)', nginxPolls)])}\n\n`,
+  `${table(['proxy', 'long-polls held', 'RSS before', 'RSS holding', 'per long-poll', 'per 10,000'], [pollRow('hse router', routerPolls), pollRow('hse router ×2', router2Polls), pollRow('nginx (auto workers)', nginxPolls)])}\n\n`,
 );
 process.stdout.write(
-  `req/s per busy core: requests/s divided by the CPU the proxy processes used during the 64-connection run (nginx: master + workers).\n` +
+  `req/s per busy core: requests/s divided by the CPU the proxy processes used during the 64-connection run (nginx: master + workers; hse ×2: both routers).\n` +
+    `hse router ×2: HSE_ROUTER_PROCESSES=2, two router processes on one port (SO_REUSEPORT); the image's default is one.\n` +
     `wrk shares the 2 cores with the proxy and the upstream. ${polls < 10_000 ? `Long-polls: ${polls} held (open-file limit ${openFileLimit()}, two sockets per request in the proxy); "per 10,000" scales the measured growth.` : ''}\n`,
 );

@@ -73,6 +73,16 @@ export interface Config {
   /** HSE_LISTEN_SOCKET_GROUP: group name or number given the socket (the proxy's group); null = this process's. */
   listenSocketGroup: string | null;
   /**
+   * HSE_ROUTER_PROCESSES: how many router processes share the public TCP port (SO_REUSEPORT: the kernel spreads new
+   * connections among them). 1 by default; more only for a plain HTTP listener (proxy mode or an http:// try-out).
+   */
+  routerProcesses: number;
+  /**
+   * Which of them this process is, 1 to routerProcesses (HSE_ROUTER_INSTANCE). Set by ecosystem.config.js for the
+   * second and later router processes, not by operators; the first one serves the metrics listener.
+   */
+  routerInstance: number;
+  /**
    * Seconds a client gets to send a complete request head to the router. The only clock on client traffic: bodies,
    * long-polls and tunnels have none, so this alone cuts off slow-header (slowloris) connections.
    */
@@ -252,6 +262,27 @@ function listenAddresses(env: Env, name: string, dflt: string[]): string[] {
 // The router's own Unix socket for a proxy on the same host. Refused where it would not do what it is for: a relative
 // path (it would depend on the directory pm2 starts us in), a path too long for a socket, TLS mode (the router is the
 // public listener then), and a mode that lets others connect (the point is that they cannot).
+/** HSE_ROUTER_PROCESSES, and HSE_ROUTER_INSTANCE within it. */
+function routerProcesses(env: Env, tlsMode: boolean, onSocket: boolean): { routerProcesses: number; routerInstance: number } {
+  const n = positiveInt(env, 'HSE_ROUTER_PROCESSES', 1, 16);
+  if (n > 1 && tlsMode) {
+    throw new ConfigError(
+      'HSE_ROUTER_PROCESSES',
+      `is ${n}, but in TLS mode one router holds the certificate and renews it; more than one router process is for a plain HTTP listener (proxy mode)`,
+    );
+  }
+  if (n > 1 && onSocket) {
+    throw new ConfigError(
+      'HSE_ROUTER_PROCESSES',
+      `is ${n}, but HSE_LISTEN_SOCKET is one socket file with one listener; several router processes share a TCP port (unset HSE_LISTEN_SOCKET or use 1)`,
+    );
+  }
+  const instance = positiveInt(env, 'HSE_ROUTER_INSTANCE', 1, 16);
+  if (instance > n)
+    throw new ConfigError('HSE_ROUTER_INSTANCE', `is ${instance}, more than HSE_ROUTER_PROCESSES (${n}); it is set by the supervisor, leave it unset`);
+  return { routerProcesses: n, routerInstance: instance };
+}
+
 function listenSocket(env: Env, tlsMode: boolean): { path: string | null; mode: number; group: string | null } {
   const file = get(env, 'HSE_LISTEN_SOCKET') ?? null;
   const modeText = get(env, 'HSE_LISTEN_SOCKET_MODE');
@@ -618,6 +649,7 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
   }
   const regionId = positiveInt(env, 'HSE_DERP_REGION_ID', 900, 999);
   const socket = listenSocket(env, https && tls);
+  const routers = routerProcesses(env, https && tls, socket.path !== null);
   const stunPort = port(env, 'HSE_STUN_PORT', 3478);
   const derp = derpSettings(env, derpModeRaw, regionId, stunPort);
   const httpPort = port(env, 'HSE_HTTP_PORT', 8080);
@@ -639,6 +671,7 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
     listenSocket: socket.path,
     listenSocketMode: socket.mode,
     listenSocketGroup: socket.group,
+    ...routers,
     headerTimeoutSeconds: positiveInt(env, 'HSE_HEADER_TIMEOUT', 30, 3600),
     derpMode: derpModeRaw,
     derpVerifyClients: bool(env, 'HSE_DERP_VERIFY_CLIENTS', true),

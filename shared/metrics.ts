@@ -22,7 +22,8 @@ import { listenOnSocket } from './paths.ts';
 export type PromClient = typeof import('prom-client');
 type Labels<L extends string> = Partial<Record<L, string | number>>;
 
-export type MetricsProcess = 'router' | 'coordination' | 'console' | 'relay';
+/** A process's name in its series' process label: "router-2" and on are the further router processes. */
+export type MetricsProcess = 'router' | 'coordination' | 'console' | 'relay' | `router-${number}`;
 
 let prom: PromClient | null = null;
 let registry: Registry | null = null;

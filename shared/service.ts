@@ -67,8 +67,10 @@ function prepareDirs(cfg: Config): void {
  * Runs a service: settings, logger, directories, then `start`; wires signals and the crash policy. `start` returns
  * once the service listens (it logs its own "listening" line).
  */
-export function runService(name: ProcessName, start: (ctx: ServiceContext) => Promise<RunningService>): void {
-  const cfg = loadConfig(name);
+export function runService(kind: ProcessName, start: (ctx: ServiceContext) => Promise<RunningService>): void {
+  const cfg = loadConfig(kind);
+  // The further router processes of HSE_ROUTER_PROCESSES log, and keep their restart backoff, under names of their own.
+  const name = kind === 'router' && cfg.routerInstance > 1 ? `router-${cfg.routerInstance}` : kind;
   const log = new Logger(name, cfg.logLevel);
   let running: RunningService | null = null;
   let stopping = false;

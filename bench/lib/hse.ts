@@ -32,6 +32,8 @@ export interface HseOptions {
   port?: number;
   /** Files written into the data dir (mode 600) before the start: another instance's Noise key (bench/ha.ts). */
   dataFiles?: Record<string, Buffer>;
+  /** Router processes sharing the port (HSE_ROUTER_PROCESSES); default 1. */
+  routers?: number;
 }
 
 export interface Hse {
@@ -41,6 +43,8 @@ export interface Hse {
   env: Record<string, string>;
   dataDir: string;
   servers: Partial<Record<HseProcess, Proc>>;
+  /** The second and later router processes (HSE_ROUTER_PROCESSES), as router-2, router-3, … */
+  moreRouters: Proc[];
   /** PIDs by process name ("redis-server" for the embedded Redis). */
   pids(): Record<string, number>;
   socket(service: ServiceName): string;
@@ -83,26 +87,31 @@ export async function startHse(opts: HseOptions = {}): Promise<Hse> {
     HSE_STUN_PORT: String(stunPort),
     HSE_STUN_LISTEN: '127.0.0.1',
     HSE_CONSOLE_PASSWORD: 'bench-password-not-secret',
+    ...(opts.routers !== undefined && opts.routers > 1 ? { HSE_ROUTER_PROCESSES: String(opts.routers) } : {}),
     ...opts.env,
   };
   const cfg = parseConfig(env);
   const servers: Partial<Record<HseProcess, Proc>> = {};
-  const start = (name: HseProcess) => {
-    const main = path.join(ROOT, MAINS[name]);
-    const own = name === 'redis' ? null : NODE_PROCESSES[name];
-    servers[name] = startProcess(name, own ? NODE : '/bin/sh', own ? [...own.v8, main] : [main], {
-      env: { ...env, ...own?.env, NODE_COMPILE_CACHE: COMPILE_CACHE },
+  const moreRouters: Proc[] = [];
+  const launch = (name: string, kind: HseProcess, extra: Record<string, string> = {}) => {
+    const main = path.join(ROOT, MAINS[kind]);
+    const own = kind === 'redis' ? null : NODE_PROCESSES[kind];
+    return startProcess(name, own ? NODE : '/bin/sh', own ? [...own.v8, main] : [main], {
+      env: { ...env, ...own?.env, ...extra, NODE_COMPILE_CACHE: COMPILE_CACHE },
       cwd: ROOT,
       keep: HEAD_AND_TAIL,
     });
+  };
+  const start = (name: HseProcess) => {
+    servers[name] = launch(name, name);
     return servers[name];
   };
   const logs = () =>
-    Object.entries(servers)
+    [...Object.entries(servers), ...moreRouters.map((r, i) => [`router-${i + 2}`, r] as const)]
       .map(([n, s]) => `----- ${n} -----\n${s!.output().slice(-6000)}`)
       .join('\n');
   const stop = async () => {
-    await servers.router?.stop();
+    await Promise.all([servers.router?.stop(), ...moreRouters.map((r) => r.stop())]);
     await Promise.all(processes.filter((p) => p !== 'router' && p !== 'redis').map((p) => servers[p]?.stop()));
     await servers.redis?.stop();
     fs.rmSync(dataDir, { recursive: true, force: true });
@@ -113,7 +122,10 @@ export async function startHse(opts: HseOptions = {}): Promise<Hse> {
     }
     const rest = processes.filter((p) => p !== 'redis');
     for (const p of rest) start(p);
-    await Promise.all(rest.map((p) => servers[p]!.waitFor(/listening/, 60_000)));
+    if (rest.includes('router')) {
+      for (let i = 2; i <= (opts.routers ?? 1); i++) moreRouters.push(launch(`router-${i}`, 'router', { HSE_ROUTER_INSTANCE: String(i) }));
+    }
+    await Promise.all([...rest.map((p) => servers[p]!.waitFor(/listening/, 60_000)), ...moreRouters.map((r) => r.waitFor(/listening/, 60_000))]);
   } catch (e) {
     const out = logs();
     await stop();
@@ -128,10 +140,12 @@ export async function startHse(opts: HseOptions = {}): Promise<Hse> {
     env,
     dataDir,
     servers,
+    moreRouters,
     pids() {
       const out: Record<string, number> = {};
       // run.sh execs redis-server, so the redis process is the store itself.
       for (const [n, s] of Object.entries(servers)) out[n === 'redis' ? 'redis-server' : n] = s!.pid;
+      for (const [i, r] of moreRouters.entries()) out[`router-${i + 2}`] = r.pid;
       return out;
     },
     socket: (service) => serviceSocket(cfg, service),

@@ -15,6 +15,8 @@ export interface ListenOn {
   address: string;
   /** For the log line only: http or https. */
   scheme: 'http' | 'https';
+  /** Share the port with the other router processes (SO_REUSEPORT; HSE_ROUTER_PROCESSES > 1). */
+  reusePort?: boolean;
 }
 
 /** "[::1]" for IPv6, as in a URL. */
@@ -34,7 +36,7 @@ export function listen(server: http.Server, on: ListenOn, log: Logger, fields: R
       log.error(`cannot listen on ${where}: ${e.code ?? e.message}`, { hint: e.code === 'EADDRINUSE' ? 'another process holds the port' : undefined });
       reject(new Error(`cannot listen on ${where}: ${e.code ?? e.message}`));
     });
-    server.listen(on.port, on.address, () => {
+    server.listen({ port: on.port, host: on.address, reusePort: on.reusePort === true }, () => {
       log.info(`listening on ${on.scheme}://${where}`, fields);
       resolve();
     });

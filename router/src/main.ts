@@ -9,12 +9,17 @@ import * as nodeHttp from '../../shared/node-http.ts';
 import type { Config } from '../../shared/config.ts';
 import { runService } from '../../shared/service.ts';
 import { listen, listenOnSocket } from './listen.ts';
-import { enableMetrics } from '../../shared/metrics.ts';
+import { enableMetrics, type MetricsProcess, serveProcessMetrics } from '../../shared/metrics.ts';
 import { startMetricsListener } from './metrics-listener.ts';
 import { createRouter } from './router.ts';
 import { watchTunnels } from './router-metrics.ts';
 import { routerServerOptions } from './server-options.ts';
 import type { TlsMode } from './tls/tls-mode.ts';
+
+/** "router", or "router-2", "router-3", … for the further processes of HSE_ROUTER_PROCESSES. */
+function processName(c: Config): MetricsProcess {
+  return c.routerInstance === 1 ? 'router' : `router-${c.routerInstance}`;
+}
 
 function modeName(c: Config): string {
   if (c.proxyMode) return 'proxy';
@@ -23,7 +28,7 @@ function modeName(c: Config): string {
 }
 
 runService('router', async ({ cfg, log }) => {
-  await enableMetrics(cfg, 'router');
+  await enableMetrics(cfg, processName(cfg));
   const router = createRouter(cfg, log);
   watchTunnels(() => router.tunnels.size);
   let tlsMode: TlsMode | null = null;
@@ -32,6 +37,7 @@ runService('router', async ({ cfg, log }) => {
     publicUrl: cfg.publicOrigin,
     trustedProxies: cfg.trustedProxies.empty ? 'none' : cfg.trustedProxies.ranges.map((r) => r.source).join(','),
     runDir: cfg.runDir,
+    ...(cfg.routerProcesses > 1 ? { process: `${cfg.routerInstance} of ${cfg.routerProcesses}` } : {}),
   };
   if (cfg.tlsMode) {
     // Loaded only in TLS mode: HTTPS, HTTP/2 and the certificate code are ~2 MiB of heap a router behind a proxy never
@@ -46,10 +52,12 @@ runService('router', async ({ cfg, log }) => {
   } else {
     const server = nodeHttp.createServer(routerServerOptions(cfg));
     router.attach(server);
-    await listen(server, { port: cfg.httpPort, address: cfg.listenAddress, scheme: 'http' }, log, fields);
+    await listen(server, { port: cfg.httpPort, address: cfg.listenAddress, scheme: 'http', reusePort: cfg.routerProcesses > 1 }, log, fields);
   }
-  // HSE_METRICS_LISTEN: the scrape endpoint of every process, on its own listener (after the public one is up).
-  await startMetricsListener(cfg, log);
+  // HSE_METRICS_LISTEN: the scrape endpoint of every process, on its own listener (after the public one is up), in the
+  // first router; the others serve their registry on their socket, as the services do, for it to merge.
+  if (cfg.routerInstance === 1) await startMetricsListener(cfg, log);
+  else await serveProcessMetrics(cfg, log, processName(cfg));
   return {
     inFlight: () => ({ tunnels: router.tunnels.size }),
     async stop(deadline) {

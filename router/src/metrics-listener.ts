@@ -1,8 +1,9 @@
-// The Prometheus scrape endpoint (HSE_METRICS_LISTEN): its own TCP listener in the router process, never the public
-// one. GET /metrics asks every process for its registry (prom-client JSON on its socket in the run directory,
-// shared/metrics.ts), merges them with the router's own into one text exposition, and adds hse_up{process} — 1 for
-// each process that answered, 0 for one that did not (down, restarting, or HSE_DERP_MODE=public for the relay is
-// simply not asked). Each process's series carry process="<name>", so nothing is summed across processes.
+// The Prometheus scrape endpoint (HSE_METRICS_LISTEN): its own TCP listener in the (first) router process, never the
+// public one. GET /metrics asks every process for its registry (prom-client JSON on its socket in the run directory,
+// shared/metrics.ts; the further router processes of HSE_ROUTER_PROCESSES too, as router-2, …), merges them with the
+// router's own into one text exposition, and adds hse_up{process} — 1 for each process that answered, 0 for one that
+// did not (down, restarting, or HSE_DERP_MODE=public for the relay is simply not asked). Each process's series carry
+// process="<name>", so nothing is summed across processes.
 import type http from 'node:http';
 import * as nodeHttp from '../../shared/node-http.ts';
 import type { Config } from '../../shared/config.ts';
@@ -37,7 +38,8 @@ function ask(socketPath: string): Promise<MetricJson | null> {
 /** The whole exposition: every process's registry and hse_up. */
 export async function scrape(cfg: Config): Promise<string> {
   const { prom, registry } = promClient();
-  const others: MetricsProcess[] = ['coordination', 'console', ...(cfg.derpMode === 'own' ? (['relay'] as const) : [])];
+  const routers = Array.from({ length: cfg.routerProcesses - 1 }, (_, i): MetricsProcess => `router-${i + 2}`);
+  const others: MetricsProcess[] = [...routers, 'coordination', 'console', ...(cfg.derpMode === 'own' ? (['relay'] as const) : [])];
   const [own, ...answers] = await Promise.all([registry.getMetricsAsJSON(), ...others.map((p) => ask(metricsSocket(cfg, p)))]);
   const upRegistry = new prom.Registry();
   const up = new prom.Gauge({

@@ -43,6 +43,23 @@ const REFUSED: [string, Record<string, string>, RegExp][] = [
   ['a public URL with a path', { HSE_PUBLIC_URL: 'https://vpn.example.com/hse' }, /HSE_PUBLIC_URL: .* must be the bare origin/],
   ['a bad head timeout', { HSE_HEADER_TIMEOUT: '0' }, /HSE_HEADER_TIMEOUT: "0" is not a whole number from 1 to 3600/],
   ['a key expiry that is not a duration', { HSE_NODE_KEY_EXPIRY: '1 week' }, /HSE_NODE_KEY_EXPIRY: "1 week" is not a duration/],
+  ['no router process', { HSE_ROUTER_PROCESSES: '0' }, /HSE_ROUTER_PROCESSES: "0" is not a whole number from 1 to 16/],
+  ['too many router processes', { HSE_ROUTER_PROCESSES: '17' }, /HSE_ROUTER_PROCESSES: "17" is not a whole number from 1 to 16/],
+  [
+    'several router processes in TLS mode',
+    { HSE_ROUTER_PROCESSES: '2', HSE_PUBLIC_URL: 'https://vpn.example.com' },
+    /HSE_ROUTER_PROCESSES: is 2, but in TLS mode one router holds the certificate and renews it/,
+  ],
+  [
+    'several router processes on one Unix socket',
+    { HSE_ROUTER_PROCESSES: '2', HSE_PUBLIC_URL: 'https://vpn.example.com', HSE_TLS: 'off', HSE_LISTEN_SOCKET: '/tmp/hse-router-test.sock' },
+    /HSE_ROUTER_PROCESSES: is 2, but HSE_LISTEN_SOCKET is one socket file with one listener/,
+  ],
+  [
+    'a router instance beyond the processes',
+    { HSE_ROUTER_PROCESSES: '2', HSE_ROUTER_INSTANCE: '3' },
+    /HSE_ROUTER_INSTANCE: is 3, more than HSE_ROUTER_PROCESSES \(2\); it is set by the supervisor, leave it unset/,
+  ],
 ];
 
 for (const [name, env, message] of REFUSED) {
