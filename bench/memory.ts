@@ -10,7 +10,13 @@
 //   node bench/memory.ts [--settle=20]
 //
 // RSS counts pages shared between processes (the Node binary's code, mapped by every Node process) once per
-// process; PSS splits them, so the PSS total is what the processes use together. Both are printed.
+// process; PSS splits them, so the PSS total is what the processes use together. Both are printed, and each process's
+// PSS is split into the Node binary's pages (shared), its private pages (V8 heap, malloc, stacks) and the rest.
+//
+// The floor: the same five Node processes with nothing in them (`setInterval` and no module of ours, each with the
+// V8 flags and allocator settings it runs with), measured the same way after the image, plus the image's own Redis.
+// It is what the design's process split costs before any code runs: what the image adds above it is what code and
+// settings can still take off.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -20,10 +26,14 @@ import { parseArgs } from './lib/args.ts';
 import { startHeadscale } from './lib/headscale.ts';
 import { HEADSCALE, missingPeers, PEERS } from './lib/peers.ts';
 import { fmtMiB, header, ratio, table } from './lib/report.ts';
+import { pssSplitOf, type PssSplit } from './lib/smaps.ts';
+import { NODE_PROCESSES } from '../deploy/process-settings.js';
 import { cmdlineOf, commOf, descendantsOf, memOf, type ProcMem } from '../test/harness/proc.ts';
 import { freePorts, freeUdpPort, HEAD_AND_TAIL, NODE, ROOT, startProcess } from '../test/harness/process.ts';
 
 const ANCHOR_MIB = 72;
+/** A process's name, its RSS and PSS, and where its PSS lies. */
+type Row = [string, ProcMem, PssSplit];
 /** Issue 24's goal for the whole image at rest, supervisor included (PSS). */
 const GOAL_MIB = 110;
 const args = parseArgs(process.argv.slice(2));
@@ -68,7 +78,7 @@ async function status(url: string): Promise<number> {
   }
 }
 
-async function measureImage(): Promise<{ rows: [string, ProcMem][]; version: string }> {
+async function measureImage(): Promise<{ rows: Row[]; version: string }> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'hse-mem-'));
   const pm2Home = fs.mkdtempSync(path.join(os.tmpdir(), 'hse-mem-pm2-'));
   const [port] = await freePorts(1);
@@ -108,13 +118,40 @@ async function measureImage(): Promise<{ rows: [string, ProcMem][]; version: str
     log(`image up; idling ${settle} s`);
     await sleep(settle * 1000);
     const pids = [sup.pid, ...descendantsOf(sup.pid)];
-    const rows = pids.map((p) => [nameOf(p), memOf(p)] as [string, ProcMem]).filter(([, m]) => m.rssKiB > 0);
+    const rows = pids.map((p) => [nameOf(p), memOf(p), pssSplitOf(p)] as Row).filter(([, m]) => m.rssKiB > 0);
     const version = JSON.parse(fs.readFileSync(path.join(ROOT, 'node_modules/pm2/package.json'), 'utf8')).version as string;
     return { rows, version };
   } finally {
     await sup.stop();
     fs.rmSync(dataDir, { recursive: true, force: true });
     fs.rmSync(pm2Home, { recursive: true, force: true });
+  }
+}
+
+/** The V8 flags deploy/supervisor.sh gives pm2-runtime's Node (the line that execs it). */
+function supervisorFlags(): string[] {
+  const text = fs.readFileSync(path.join(ROOT, 'deploy/supervisor.sh'), 'utf8');
+  const exec = text.slice(text.indexOf('exec "$app/node_modules/.bin/node"'));
+  return exec.slice(0, exec.indexOf('pm2-runtime')).match(/--[a-z0-9-]+(=\S+)?/g) ?? [];
+}
+
+/** Five Node processes that load nothing, started as the image starts its five (flags, allocator settings). */
+async function measureFloor(): Promise<Row[]> {
+  const idle = 'setInterval(() => {}, 1 << 30)';
+  const plan: [string, string[], Record<string, string>][] = [
+    ['pm2-runtime (supervisor)', supervisorFlags(), {}],
+    ...Object.entries(NODE_PROCESSES).map(([name, s]) => [name, s.v8, s.env] as [string, string[], Record<string, string>]),
+  ];
+  const procs = plan.map(([name, v8, env]) =>
+    startProcess(`empty ${name}`, NODE, [...v8, '-e', idle], { env: { PATH: process.env.PATH, ...env }, keep: HEAD_AND_TAIL }),
+  );
+  try {
+    const wait = Math.min(settle, 10);
+    log(`floor: ${procs.length} empty Node processes; idling ${wait} s`);
+    await sleep(wait * 1000);
+    return plan.map(([name], i) => [`empty Node as ${name}`, memOf(procs[i].pid), pssSplitOf(procs[i].pid)]);
+  } finally {
+    await Promise.all(procs.map((p) => p.stop()));
   }
 }
 
@@ -152,6 +189,7 @@ async function measureReference(): Promise<[string, ProcMem][]> {
 const notMeasured = missingPeers([PEERS.headscale, PEERS.caddy]);
 for (const m of notMeasured) log(`${m}; measuring ours alone`);
 const image = await measureImage();
+const floor = await measureFloor();
 let reference: [string, ProcMem][] | null = null;
 if (notMeasured.length === 0) {
   try {
@@ -170,25 +208,43 @@ process.stdout.write(
 );
 process.stdout.write(`pm2 ${image.version}; idle ${settle} s after every service answered through the router\n\n`);
 
-const sum = (rs: [string, ProcMem][]) => rs.reduce((a, [, m]) => ({ rssKiB: a.rssKiB + m.rssKiB, pssKiB: a.pssKiB + m.pssKiB }), { rssKiB: 0, pssKiB: 0 });
+const sum = (rs: [string, ProcMem, ...unknown[]][]) =>
+  rs.reduce((a, [, m]) => ({ rssKiB: a.rssKiB + m.rssKiB, pssKiB: a.pssKiB + m.pssKiB }), { rssKiB: 0, pssKiB: 0 });
 const all = sum(image.rows);
 const services = sum(image.rows.filter(([n]) => !n.startsWith('pm2-runtime')));
+const redisRow = image.rows.find(([n]) => n === 'redis-server');
+const floorTotal = sum([...floor, ...(redisRow ? [redisRow] : [])]);
 const anchorKiB = ANCHOR_MIB * 1024;
+const split = (p: PssSplit) => [fmtMiB(p.programKiB), fmtMiB(p.anonKiB), fmtMiB(p.otherKiB)];
 function referenceRows(reference: [string, ProcMem][]): (string | number)[][] {
   const ref = sum(reference);
   return [
-    ...reference.map(([n, m]) => [`measured here: ${n}`, fmtMiB(m.rssKiB), fmtMiB(m.pssKiB), '']),
-    ['measured here: headscale + caddy', fmtMiB(ref.rssKiB), fmtMiB(ref.pssKiB), ratio(ref.pssKiB, anchorKiB)],
+    ...reference.map(([n, m]) => [`measured here: ${n}`, fmtMiB(m.rssKiB), fmtMiB(m.pssKiB), '', '', '', '']),
+    ['measured here: headscale + caddy', fmtMiB(ref.rssKiB), fmtMiB(ref.pssKiB), '', '', '', ratio(ref.pssKiB, anchorKiB)],
   ];
 }
 const rows: (string | number)[][] = [
-  ...image.rows.map(([n, m]) => [`hse: ${n}`, fmtMiB(m.rssKiB), fmtMiB(m.pssKiB), '']),
-  ['hse total, with the supervisor', fmtMiB(all.rssKiB), fmtMiB(all.pssKiB), ratio(all.pssKiB, anchorKiB)],
-  ['hse total, processes without pm2-runtime', fmtMiB(services.rssKiB), fmtMiB(services.pssKiB), ratio(services.pssKiB, anchorKiB)],
+  ...image.rows.map(([n, m, p]) => [`hse: ${n}`, fmtMiB(m.rssKiB), fmtMiB(m.pssKiB), ...split(p), '']),
+  ['hse total, with the supervisor', fmtMiB(all.rssKiB), fmtMiB(all.pssKiB), '', '', '', ratio(all.pssKiB, anchorKiB)],
+  ['hse total, processes without pm2-runtime', fmtMiB(services.rssKiB), fmtMiB(services.pssKiB), '', '', '', ratio(services.pssKiB, anchorKiB)],
+  ...floor.map(([n, m, p]) => [`floor: ${n}`, fmtMiB(m.rssKiB), fmtMiB(m.pssKiB), ...split(p), '']),
+  [
+    "floor: five empty Node processes + the image's redis-server",
+    fmtMiB(floorTotal.rssKiB),
+    fmtMiB(floorTotal.pssKiB),
+    '',
+    '',
+    '',
+    ratio(floorTotal.pssKiB, anchorKiB),
+  ],
   ...(reference ? referenceRows(reference) : []),
-  [`anchor: Headscale + Caddy + console, one container`, `${ANCHOR_MIB}.0 MiB`, '', '1.00×'],
+  [`anchor: Headscale + Caddy + console, one container`, `${ANCHOR_MIB}.0 MiB`, '', '', '', '', '1.00×'],
 ];
-process.stdout.write(`${table(['process', 'RSS', 'PSS', 'PSS / anchor'], rows)}\n\n`);
+process.stdout.write(`${table(['process', 'RSS', 'PSS', 'PSS: Node binary', 'PSS: private', 'PSS: other', 'PSS / anchor'], rows)}\n\n`);
+process.stdout.write(
+  'PSS: Node binary = pages of the program file (shared by every Node process, divided among them); private = anonymous memory (V8 heap, malloc, stacks); other = shared libraries and other files.\n' +
+    `Floor: the image's five Node processes with no code of ours loaded, same flags and allocator settings, measured alone after the image; with the image's Redis: ${fmtMiB(floorTotal.pssKiB)}. The image is ${fmtMiB(all.pssKiB - floorTotal.pssKiB)} above it.\n`,
+);
 process.stdout.write('The anchor is a stated figure (issue 7), not measured here; its console is not run here.\n');
 if (notMeasured.length > 0) process.stdout.write(`headscale + caddy not measured: ${notMeasured.join('; ')}.\n`);
 const pass = all.pssKiB <= GOAL_MIB * 1024;
