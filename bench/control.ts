@@ -26,7 +26,7 @@
 //   options: --only=hse|headscale  --events=K (default 10)  --concurrency=C (registrations in flight, default 64)
 //            --policy=<file>: the policy put in force before the nodes register (--failover; default: every node
 //            reaches every node, and autoApprovers give 10.100.0.0/16 to the bench user's routers)
-//            --cpu-prof=<dir>: V8 CPU profiles of the server's Node processes, written there when they stop (--failover)
+//            --cpu-prof=<dir>: V8 CPU profiles of the server's Node processes, written there when they stop
 import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fetchServerKey } from './load-client/dial.ts';
@@ -86,7 +86,11 @@ if (notMeasured.length > 0) {
 
 async function startServer(name: ServerName) {
   if (name === 'hse') {
-    const h = await startHse({ processes: ['redis', 'coordination', 'router'] });
+    const profiles = args.str('cpu-prof', '');
+    const h = await startHse({
+      processes: ['redis', 'coordination', 'router'],
+      env: profiles ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profiles}` } : {},
+    });
     return { url: h.url, port: h.port, pids: h.pids(), preAuthKey: h.preAuthKey, stop: h.stop, logs: h.logs };
   }
   const h = await startHeadscale();

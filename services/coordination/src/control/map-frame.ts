@@ -54,15 +54,19 @@ export function storedZstdFrame(raw: Buffer): Buffer {
 /** Level 1: map messages are small and latency matters more than the last few percent of size. */
 export function encodeJsonFrame(json: string, compress: boolean): Buffer {
   if (last !== null && last.compress === compress && last.json === json) return last.frame;
-  const raw = Buffer.from(json);
+  const frame = encodeJsonBytesFrame(Buffer.from(json), compress);
+  last = json.length <= REUSE_MAX ? { json, compress, frame } : null;
+  return frame;
+}
+
+/** A message whose JSON is already UTF-8 bytes (full maps, assembled from each peer's cached bytes). */
+export function encodeJsonBytesFrame(raw: Buffer, compress: boolean): Buffer {
   const body = !compress
     ? raw
     : raw.length <= STORE_BELOW
       ? storedZstdFrame(raw)
       : zlib.zstdCompressSync(raw, { params: { [zlib.constants.ZSTD_c_compressionLevel]: 1 } });
-  const frame = frameBody(body);
-  last = json.length <= REUSE_MAX ? { json, compress, frame } : null;
-  return frame;
+  return frameBody(body);
 }
 
 export function frameBody(body: Buffer): Buffer {

@@ -10,7 +10,7 @@ import type { NodeRecord } from '../../../../shared/model.ts';
 import type { Store } from '../state/store.ts';
 import { capVersionProblem } from '../tailcfg/capver.ts';
 import { cleanEndpoints, cleanHostinfo } from '../tailcfg/hostinfo.ts';
-import { encodeJsonFrame } from './map-frame.ts';
+import { encodeJsonBytesFrame } from './map-frame.ts';
 import type { MapHub } from './map-hub.ts';
 import type { MapRequest } from '../tailcfg/tailcfg.ts';
 
@@ -89,7 +89,7 @@ export async function handleMap(
     }
     const json = await deps.hub.fullMapJson(current, () => !res.destroyed);
     if (json === null) return; // the client went away while the policy caught up with it
-    res.end(encodeJsonFrame(json, req.Compress === 'zstd'));
+    res.end(encodeJsonBytesFrame(json, req.Compress === 'zstd'));
     return;
   }
   res.writeHead(200, { 'content-type': 'application/octet-stream' });

@@ -7,7 +7,7 @@
 import type { Http2ServerResponse } from 'node:http2';
 import { countedBy } from '../../../../shared/metrics.ts';
 import type { FilterRule, MapResponse, PeerChange, SSHPolicy, UserProfile } from '../tailcfg/tailcfg.ts';
-import { encodeJsonFrame } from './map-frame.ts';
+import { encodeJsonBytesFrame, encodeJsonFrame } from './map-frame.ts';
 
 export const KEEPALIVE_MS = 50_000;
 const MAX_BACKLOG = 8 * 1024 * 1024;
@@ -66,10 +66,19 @@ export class MapSession {
     return this.closed;
   }
 
-  /** Writes a message whose JSON is already built (the full map splices cached peer JSON). */
+  /** Writes a message whose JSON is already built. */
   sendJson(json: string): void {
     if (this.closed) return;
-    const frame = encodeJsonFrame(json, this.compress);
+    this.write(encodeJsonFrame(json, this.compress));
+  }
+
+  /** Writes a message whose JSON is already UTF-8 bytes (the full map, spliced from cached peer bytes). */
+  sendJsonBytes(json: Buffer): void {
+    if (this.closed) return;
+    this.write(encodeJsonBytesFrame(json, this.compress));
+  }
+
+  private write(frame: Buffer): void {
     sent.messages++;
     sent.bytes += frame.length;
     this.res.write(frame);
