@@ -6,6 +6,7 @@
 //   const image = await startImage({ services: [] });            // router only (stand-ins on the service sockets)
 //   const image = await startImage({ env: { HSE_TRUSTED_PROXIES: '127.0.0.1' } });
 //   const b = await startImage({ redis: false, env: { HSE_REDIS_URL: a.redis!.url } });  // a second instance
+//   const image = await startImage({ env: { HSE_ROUTER_PROCESSES: '2' } });  // router and router-2 on one port
 
 //   ... fetch(`${image.url}/key?v=130`) ...
 //   await image.stop();
@@ -60,6 +61,8 @@ export interface Image {
   runDir: string;
   redis: TestRedis | null;
   procs: Partial<Record<ImageProcess, Proc>>;
+  /** With HSE_ROUTER_PROCESSES > 1, the further router processes (router-2, …), as the supervisor would start them. */
+  moreRouters: Proc[];
   /** Unix socket of a service, e.g. to put a stand-in there. */
   socket(service: ServiceName): string;
   /** Stops and starts the image's processes again (same ports, data dir and Redis). */
@@ -82,6 +85,7 @@ export async function startImage(opts: ImageOptions = {}): Promise<Image> {
   const useRedis = opts.redis ?? services.length > 0;
   let redis: TestRedis | null = null;
   const procs: Partial<Record<ImageProcess, Proc>> = {};
+  const moreRouters: Proc[] = [];
   const earlierLogs: string[] = [];
 
   if (useRedis) redis = await startRedis(fs.mkdtempSync(path.join(os.tmpdir(), 'hse-img-redis-')));
@@ -97,16 +101,20 @@ export async function startImage(opts: ImageOptions = {}): Promise<Image> {
   const cfg = parseConfig(env);
 
   const currentLogs = () =>
-    names
-      .filter((n) => procs[n])
-      .map((n) => `----- ${n} -----\n${procs[n]!.output()}`)
-      .join('\n');
+    [
+      ...names.filter((n) => procs[n]).map((n) => `----- ${n} -----\n${procs[n]!.output()}`),
+      ...moreRouters.map((r, i) => `----- router-${i + 2} -----\n${r.output()}`),
+    ].join('\n');
   const logs = () => [...earlierLogs, currentLogs()].join('\n');
 
   async function startAll(): Promise<void> {
     for (const n of names) procs[n] = runProcess(MAINS[n], env);
+    moreRouters.length = 0;
+    if (names.includes('router')) {
+      for (let i = 2; i <= cfg.routerProcesses; i++) moreRouters.push(runProcess(MAINS.router, { ...env, HSE_ROUTER_INSTANCE: String(i) }));
+    }
     try {
-      await Promise.all(names.map((n) => procs[n]!.waitFor(LISTENING, opts.startTimeoutMs ?? 30_000)));
+      await Promise.all([...names.map((n) => procs[n]!), ...moreRouters].map((p) => p.waitFor(LISTENING, opts.startTimeoutMs ?? 30_000)));
     } catch (e) {
       const out = logs();
       await stopAll();
@@ -116,7 +124,7 @@ export async function startImage(opts: ImageOptions = {}): Promise<Image> {
 
   async function stopAll(): Promise<void> {
     // Router first, so no new work reaches a service that is going away.
-    await procs.router?.stop();
+    await Promise.all([procs.router?.stop(), ...moreRouters.map((r) => r.stop())]);
     await Promise.all(services.map((n) => procs[n]?.stop()));
   }
 
@@ -137,6 +145,7 @@ export async function startImage(opts: ImageOptions = {}): Promise<Image> {
     runDir,
     redis,
     procs,
+    moreRouters,
     socket: (service) => serviceSocket(cfg, service),
     async restart() {
       await stopAll();

@@ -82,6 +82,7 @@ export async function startTailnet(opts: TailnetOptions): Promise<Tailnet> {
   const logs = () =>
     [
       ...Object.entries(image.procs).map(([name, p]) => `----- ${name} -----\n${p.output().slice(-12_000)}`),
+      ...image.moreRouters.map((p, i) => `----- router-${i + 2} -----\n${p.output().slice(-12_000)}`),
       ...[...nodes.values()].map((n) => `----- tailscaled ${n.name} -----\n${n.output().slice(-8_000)}`),
     ].join('\n');
 

@@ -5,10 +5,9 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import test from 'ava';
-import { hseOut } from '../harness/hse-cli.ts';
-import { startImage, type Image } from '../harness/image.ts';
-import { freePort, NODE, ROOT, runProcess, type Proc } from '../harness/process.ts';
-import { haveTailscale, TsNode } from '../harness/tailscale.ts';
+import { freePort, NODE, ROOT } from '../harness/process.ts';
+import { haveTailscale } from '../harness/tailscale.ts';
+import { startTailnet, type Tailnet, tryCli } from '../harness/tailnet.ts';
 import { pool } from '../harness/pool.ts';
 
 const run = promisify(execFile);
@@ -60,31 +59,30 @@ test('the supervisor starts router, router-2 and router-3 for HSE_ROUTER_PROCESS
 if (!haveTailscale()) {
   test('official Tailscale client is installed', (t) => t.fail('tailscaled/tailscale not found; run .ci/run or go install them (see README)'));
 } else {
-  let image: Image;
-  let second: Proc;
+  let net: Tailnet;
   let metricsUrl: string;
-  const nodes: TsNode[] = [];
-
   const scrape = async () => (await fetch(metricsUrl)).text();
 
   test.before(async () => {
     const metricsPort = await freePort();
     metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
-    image = await startImage({ env: { HSE_ROUTER_PROCESSES: '2', HSE_METRICS_LISTEN: `127.0.0.1:${metricsPort}` } });
-    second = runProcess('router/src/main.ts', { ...image.env, HSE_ROUTER_INSTANCE: '2' });
-    await second.waitFor(/listening on/, 30_000);
+    // The image harness starts router-2 for HSE_ROUTER_PROCESSES=2, as the supervisor does; the clients join through
+    // whichever of the two routers the kernel gives each connection.
+    net = await startTailnet({
+      users: { alice: ['alpha', 'bravo'] },
+      env: { HSE_ROUTER_PROCESSES: '2', HSE_METRICS_LISTEN: `127.0.0.1:${metricsPort}` },
+    });
   });
   test.after.always(async () => {
-    for (const n of nodes) await n.destroy();
-    await second?.stop();
-    await image?.stop();
+    await net?.stop();
   });
 
   test.serial('both router processes listen on the port and take connections; one scrape counts each', async (t) => {
-    t.regex(second.output(), new RegExp(`router-2: listening on http://127\\.0\\.0\\.1:${image.port}.*process="?2 of 2`));
+    const [second] = net.image.moreRouters;
+    t.regex(second.output(), new RegExp(`router-2: listening on http://127\\.0\\.0\\.1:${net.image.port}.*process="?2 of 2`));
     // Fresh connections: the kernel spreads them over the two listeners by their addresses (all 64 on one: 2^-63).
     const statuses = await pool(Array.from({ length: 64 }), 8, async () => {
-      const r = await fetch(`${image.url}/key?v=130`, { headers: { connection: 'close' } });
+      const r = await fetch(`${net.image.url}/key?v=130`, { headers: { connection: 'close' } });
       await r.arrayBuffer();
       return r.status;
     });
@@ -100,37 +98,26 @@ if (!haveTailscale()) {
     t.true(first + other >= 64);
   });
 
-  test.serial('clients join and reach each other through either router, and come back when one router process dies', async (t) => {
-    await hseOut(image, ['users', 'create', 'alice']);
-    const key = JSON.parse(await hseOut(image, ['keys', 'create', '--user', 'alice', '--reusable', '--json'])).key as string;
-    for (const name of ['alpha', 'bravo']) {
-      const n = new TsNode({ name, env: { TS_DEBUG_USE_DERP_HTTP: '1' } });
-      nodes.push(n);
-      await n.start();
-      await n.up(image.url, [`--auth-key=${key}`]);
-    }
-    const [a, b] = nodes;
-    const seesOnline = (n: TsNode, peer: string) =>
-      n.waitFor((s) => n.peers(s).some((p) => p.HostName === peer && p.Online), `${n.name} to see ${peer} online`);
+  test.serial('clients reach each other through either router, and come back when one router process dies', async (t) => {
     const ping = async () => {
-      const s = await seesOnline(a, 'bravo');
-      await seesOnline(b, 'alpha');
-      const bravo = a.peers(s).find((p) => p.HostName === 'bravo')!;
-      return a.cli(['ping', '--c=5', '--timeout=10s', bravo.TailscaleIPs[0]], 60_000).then(
-        (r) => r.stdout,
-        (e: { stdout?: string }) => e.stdout ?? '',
-      );
+      await net.settle();
+      const bravo = net
+        .node('alpha')
+        .peers(await net.node('alpha').status())
+        .find((p) => p.HostName === 'bravo')!;
+      return (await tryCli(net.node('alpha'), ['ping', '--c=5', '--timeout=10s', bravo.TailscaleIPs[0]])).stdout;
     };
-    t.regex(await ping(), /pong from bravo/);
+    t.regex(await ping(), /pong from bravo/, net.logs());
     const tunnels = total(await scrape(), 'hse_router_tunnels_open');
     t.true(tunnels >= 4, `tunnels open over both routers: ${tunnels}`);
 
-    // Whatever the second router held (control connections, DERP connections) dies with it; the kernel sends every
-    // new connection to the router that is left.
+    // Whatever the second router held (control and DERP connections) dies with it; the kernel sends every new
+    // connection to the router that is left, and the clients reconnect through it.
+    const [second] = net.image.moreRouters;
     process.kill(second.pid, 'SIGKILL');
     await second.exited();
-    const stillAnswering = await fetch(`${image.url}/key?v=130`);
+    const stillAnswering = await fetch(`${net.image.url}/key?v=130`);
     t.is(stillAnswering.status, 200);
-    t.regex(await ping(), /pong from bravo/);
+    t.regex(await ping(), /pong from bravo/, net.logs());
   });
 }
