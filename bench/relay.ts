@@ -10,7 +10,11 @@
 //   memory       server RSS before and after --idle clients connect and finish the handshake, per 1,000 clients;
 //   STUN         binding requests from 2 UDP sockets, 32 in flight each, answers per second.
 //
-//   node bench/relay.ts [--seconds=5] [--idle=1000] [--only=hse|derper]
+// The figures of one run move by tens of percent on a shared VM, so by default the whole measurement runs 3 times
+// (--runs), ours and derper alternating: rates are the median of the runs, RTT percentiles are over every sample of
+// every run.
+//
+//   node bench/relay.ts [--seconds=5] [--idle=1000] [--runs=3] [--only=hse|derper]
 import dgram from 'node:dgram';
 import crypto from 'node:crypto';
 import { DerpConn, type DerpTarget } from './derp/derp-conn.ts';
@@ -30,6 +34,7 @@ const args = parseArgs(process.argv.slice(2));
 const seconds = args.int('seconds', 5);
 const idleClients = args.int('idle', 1000);
 const only = args.str('only', '');
+const runs = args.int('runs', 3);
 const PAIRS = 10;
 const PACKET = 1400;
 const log = (s: string) => process.stderr.write(`[relay] ${s}\n`);
@@ -142,22 +147,49 @@ async function measureDerper(): Promise<Result> {
 
 process.stdout.write(header('Relay: hse vs derper', { derper: [DERPER, ['--version']] }));
 process.stdout.write(
-  `${PAIRS} client pairs, ${PACKET}-byte packets, ${seconds} s per measurement; idle clients: ${idleClients}; one client process for every connection, sharing the machine with the server\n\n`,
+  `${PAIRS} client pairs, ${PACKET}-byte packets, ${seconds} s per measurement; idle clients: ${idleClients}; one client process for every connection, sharing the machine with the server; ${runs} run(s), rates the median of the runs, RTT percentiles over every sample of every run\n\n`,
 );
 
 // A missing derper is said up front and after the table, a failing one after the table; ours is measured regardless.
 const notMeasured = only === 'hse' ? [] : missingPeers([PEERS.derper]);
 for (const m of notMeasured) log(`${m}; ${only === 'derper' ? 'nothing to measure' : 'measuring ours alone'}`);
 if (only === 'derper' && notMeasured.length > 0) process.exit(2);
-const hse = only === 'derper' ? null : await measureHse();
-let derper: Result | null = null;
-if (only !== 'hse' && notMeasured.length === 0) {
-  try {
-    derper = await measureDerper();
-  } catch (e) {
-    notMeasured.push(`it failed: ${(e as Error).message.split('\n')[0]}`);
+/** Several runs' results as one: every rate the median of the runs, RTT samples pooled, lost probes summed. */
+function combine(rs: Result[]): Result {
+  const med = (get: (r: Result) => number | undefined) =>
+    percentile(
+      rs.map((r) => get(r) ?? NaN),
+      50,
+    );
+  return {
+    pps: med((r) => r.pps),
+    mbps: med((r) => r.mbps),
+    sentPps: med((r) => r.sentPps),
+    rttIdle: rs.flatMap((r) => r.rttIdle),
+    rttLoad: rs.flatMap((r) => r.rttLoad),
+    lostProbes: rs.reduce((n, r) => n + r.lostProbes, 0),
+    clientCpu: med((r) => r.clientCpu),
+    serverCpu: med((r) => r.serverCpu),
+    idleKiBPer1000: med((r) => r.idleKiBPer1000),
+    stunPerSecond: med((r) => r.stunPerSecond),
+  };
+}
+
+const hseRuns: { router: Result; direct: Result }[] = [];
+const derperRuns: Result[] = [];
+for (let i = 1; i <= runs; i++) {
+  if (runs > 1) log(`run ${i} of ${runs}`);
+  if (only !== 'derper') hseRuns.push(await measureHse());
+  if (only !== 'hse' && notMeasured.length === 0) {
+    try {
+      derperRuns.push(await measureDerper());
+    } catch (e) {
+      notMeasured.push(`it failed: ${(e as Error).message.split('\n')[0]}`);
+    }
   }
 }
+const hse = hseRuns.length > 0 ? { router: combine(hseRuns.map((r) => r.router)), direct: combine(hseRuns.map((r) => r.direct)) } : null;
+const derper: Result | null = derperRuns.length > 0 ? combine(derperRuns) : null;
 
 type Row = [string, (r: Result) => number, (v: number) => string];
 const rowsDef: Row[] = [
