@@ -6,6 +6,7 @@
 // they had, and reach each other through the relay again; the third must be shown offline to them, although no
 // instance saw its connection close.
 import fs from 'node:fs';
+import nodeHttps from 'node:https';
 import test from 'ava';
 import { K } from '../../shared/redis-keys.ts';
 import { holdersOf } from '../../services/coordination/src/state/presence.ts';
@@ -60,6 +61,18 @@ if (missing) {
     B = await plan.start(1);
     await A.procs.relay!.waitFor(/mesh link up/, 30_000);
     await B.procs.relay!.waitFor(/mesh link up/, 30_000);
+    // While B was down, nginx's passive health check marked it failed (the clients' requests tried it). nginx counts
+    // a failed server live again only once a request to it completes; the clients' long-lived upgrades never do, so
+    // without this, B stayed "failed" for whole fail_timeout windows after A's death and clients came back 10 or 20 s
+    // late, or past the 30 s below (advanced/ha.md, "The proxy"). B has been serving requests, as in a real
+    // deployment: wait out fail_timeout, then send short requests until nginx's round robin has given B some.
+    await new Promise((res) => setTimeout(res, 10_500));
+    for (let i = 0; i < 6; i++) {
+      await new Promise<void>((res, rej) => {
+        const req = nodeHttps.get(`${proxy.url}/key?v=142`, { ca: ca.caPem, agent: false }, (r) => r.resume().on('end', res));
+        req.on('error', rej);
+      });
+    }
   });
 
   test.after.always(async () => {
