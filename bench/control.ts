@@ -27,6 +27,7 @@
 //            --policy=<file>: the policy put in force before the nodes register (--failover; default: every node
 //            reaches every node, and autoApprovers give 10.100.0.0/16 to the bench user's routers)
 //            --cpu-prof=<dir>: V8 CPU profiles of the server's Node processes, written there when they stop
+//            --heap-snapshot=<dir>: a V8 heap snapshot of the coordination, written there once the streams settled
 import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fetchServerKey } from './load-client/dial.ts';
@@ -84,13 +85,44 @@ if (notMeasured.length > 0) {
   if (servers.length === 0) process.exit(2);
 }
 
+/** NODE_OPTIONS for the server's Node processes: CPU profiles (--cpu-prof), heap snapshots on SIGUSR2 (--heap-snapshot). */
+function profilingOptions(): Record<string, string> {
+  const profiles = args.str('cpu-prof', '');
+  const snapshots = args.str('heap-snapshot', '');
+  const opts = [
+    ...(profiles ? [`--cpu-prof --cpu-prof-dir=${profiles}`] : []),
+    ...(snapshots ? [`--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${snapshots}`] : []),
+  ];
+  return opts.length > 0 ? { NODE_OPTIONS: opts.join(' ') } : {};
+}
+
+/** Writes a heap snapshot of the coordination (started with --heap-snapshot) and waits until the file is complete. */
+async function snapshotCoordination(pids: Record<string, number>): Promise<void> {
+  const dir = args.str('heap-snapshot', '');
+  const pid = pids.coordination;
+  if (!dir || pid === undefined) return;
+  const before = new Set(fs.readdirSync(dir));
+  process.kill(pid, 'SIGUSR2');
+  const deadline = Date.now() + 600_000;
+  for (;;) {
+    const fresh = fs.readdirSync(dir).filter((f) => !before.has(f) && f.endsWith('.heapsnapshot'));
+    // The file grows while V8 writes it; done when its size holds still for a second.
+    if (fresh.length > 0) {
+      const file = `${dir}/${fresh[0]}`;
+      const a = fs.statSync(file).size;
+      await sleep(1000);
+      if (a > 0 && fs.statSync(file).size === a) {
+        log(`heap snapshot of the coordination: ${file} (${fmtMiB(a / 1024)})`);
+        return;
+      }
+    } else await sleep(500);
+    if (Date.now() > deadline) throw new Error('the coordination wrote no heap snapshot within 10 minutes');
+  }
+}
+
 async function startServer(name: ServerName) {
   if (name === 'hse') {
-    const profiles = args.str('cpu-prof', '');
-    const h = await startHse({
-      processes: ['redis', 'coordination', 'router'],
-      env: profiles ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profiles}` } : {},
-    });
+    const h = await startHse({ processes: ['redis', 'coordination', 'router'], env: profilingOptions() });
     return { url: h.url, port: h.port, pids: h.pids(), preAuthKey: h.preAuthKey, stop: h.stop, logs: h.logs };
   }
   const h = await startHeadscale();
@@ -166,6 +198,7 @@ async function runOne(name: ServerName, n: number): Promise<Run> {
     run.settled = sampleGroup(srv.pids);
     run.cpuTotal = run.settled.cpuSeconds - start.cpuSeconds;
     run.streamsEnded = fleet.streamsEnded;
+    if (name === 'hse') await snapshotCoordination(srv.pids);
   } catch (e) {
     run.error = (e as Error).message;
     log(`${name} N=${n} failed: ${run.error}\n${srv.logs().slice(-3000)}`);
@@ -281,11 +314,7 @@ function defaultFailoverPolicy(): string {
 
 async function runFailover(n: number, routers: number, prefixes: number, policy: string): Promise<FailoverRun> {
   const run: FailoverRun = { n, events: [], flapBacks: 0, cpuEvents: NaN, streamsEnded: 0, settleMs: NaN, onlineMissing: NaN };
-  const profiles = args.str('cpu-prof', '');
-  const h = await startHse({
-    processes: ['redis', 'coordination', 'router'],
-    env: profiles ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profiles}` } : {},
-  });
+  const h = await startHse({ processes: ['redis', 'coordination', 'router'], env: profilingOptions() });
   const who = { actor: 'bench', ip: '' };
   const prefixOf = (k: number) => `10.100.${k}.0/24`;
   let fleet: Fleet | null = null;

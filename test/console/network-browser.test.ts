@@ -42,6 +42,12 @@ if (!haveTailscale()) {
     await image?.stop();
   });
 
+  // A failure shows the image's own logs too (the client's log alone cannot tell a change that never left the
+  // server from one the client did not apply).
+  test.afterEach.always((t) => {
+    if (!t.passed && image) t.log(`--- image logs ---\n${image.logs().slice(-12_000)}`);
+  });
+
   async function newNode(name: string): Promise<TsNode> {
     // An http:// login server means an http DERP node; the client needs this knob for that (real deployments are https).
     const n = new TsNode({ name, env: { TS_DEBUG_USE_DERP_HTTP: '1' } });
