@@ -28,6 +28,7 @@
 //            reaches every node, and autoApprovers give 10.100.0.0/16 to the bench user's routers)
 //            --cpu-prof=<dir>: V8 CPU profiles of the server's Node processes, written there when they stop
 //            --heap-snapshot=<dir>: a V8 heap snapshot of the coordination, written there once the streams settled
+//            --server-env=K=V,K2=V2: more environment for hse's processes (to measure a runtime setting)
 import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fetchServerKey } from './load-client/dial.ts';
@@ -85,7 +86,7 @@ if (notMeasured.length > 0) {
   if (servers.length === 0) process.exit(2);
 }
 
-/** NODE_OPTIONS for the server's Node processes: CPU profiles (--cpu-prof), heap snapshots on SIGUSR2 (--heap-snapshot). */
+/** Environment for hse's processes: --server-env, and NODE_OPTIONS for CPU profiles (--cpu-prof) and heap snapshots on SIGUSR2 (--heap-snapshot). */
 function profilingOptions(): Record<string, string> {
   const profiles = args.str('cpu-prof', '');
   const snapshots = args.str('heap-snapshot', '');
@@ -93,7 +94,14 @@ function profilingOptions(): Record<string, string> {
     ...(profiles ? [`--cpu-prof --cpu-prof-dir=${profiles}`] : []),
     ...(snapshots ? [`--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${snapshots}`] : []),
   ];
-  return opts.length > 0 ? { NODE_OPTIONS: opts.join(' ') } : {};
+  const extra = Object.fromEntries(
+    args
+      .str('server-env', '')
+      .split(',')
+      .filter((kv) => kv.includes('='))
+      .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+  );
+  return { ...extra, ...(opts.length > 0 ? { NODE_OPTIONS: opts.join(' ') } : {}) };
 }
 
 /** Writes a heap snapshot of the coordination (started with --heap-snapshot) and waits until the file is complete. */
