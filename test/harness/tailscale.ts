@@ -209,6 +209,18 @@ export class TsNode {
     await this.proc?.stop('SIGTERM', 5000);
   }
 
+  /**
+   * A device that vanishes (power cut, network gone): the daemon is frozen at once, so it sends nothing more and cannot
+   * reconnect anywhere while its open connections stay up; `vanish()` then kills it without a shutdown.
+   */
+  freeze(): void {
+    if (this.proc && this.proc.pid > 0) process.kill(this.proc.pid, 'SIGSTOP');
+  }
+
+  async vanish(): Promise<void> {
+    await this.proc?.stop('SIGKILL', 1000);
+  }
+
   async destroy(): Promise<void> {
     await this.stop();
     fs.rmSync(this.dir, { recursive: true, force: true });
