@@ -87,20 +87,18 @@ if (notMeasured.length > 0) {
 }
 
 /** Environment for hse's processes: --server-env, and NODE_OPTIONS for CPU profiles (--cpu-prof) and heap snapshots on SIGUSR2 (--heap-snapshot). */
-function profilingOptions(): Record<string, string> {
+function hseEnv(): Record<string, string> {
   const profiles = args.str('cpu-prof', '');
   const snapshots = args.str('heap-snapshot', '');
   const opts = [
     ...(profiles ? [`--cpu-prof --cpu-prof-dir=${profiles}`] : []),
     ...(snapshots ? [`--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${snapshots}`] : []),
   ];
-  const extra = Object.fromEntries(
-    args
-      .str('server-env', '')
-      .split(',')
-      .filter((kv) => kv.includes('='))
-      .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
-  );
+  const extra: Record<string, string> = {};
+  for (const kv of args.str('server-env', '').split(',')) {
+    const eq = kv.indexOf('=');
+    if (eq > 0) extra[kv.slice(0, eq)] = kv.slice(eq + 1);
+  }
   return { ...extra, ...(opts.length > 0 ? { NODE_OPTIONS: opts.join(' ') } : {}) };
 }
 
@@ -130,7 +128,7 @@ async function snapshotCoordination(pids: Record<string, number>): Promise<void>
 
 async function startServer(name: ServerName) {
   if (name === 'hse') {
-    const h = await startHse({ processes: ['redis', 'coordination', 'router'], env: profilingOptions() });
+    const h = await startHse({ processes: ['redis', 'coordination', 'router'], env: hseEnv() });
     return { url: h.url, port: h.port, pids: h.pids(), preAuthKey: h.preAuthKey, stop: h.stop, logs: h.logs };
   }
   const h = await startHeadscale();
@@ -322,7 +320,7 @@ function defaultFailoverPolicy(): string {
 
 async function runFailover(n: number, routers: number, prefixes: number, policy: string): Promise<FailoverRun> {
   const run: FailoverRun = { n, events: [], flapBacks: 0, cpuEvents: NaN, streamsEnded: 0, settleMs: NaN, onlineMissing: NaN };
-  const h = await startHse({ processes: ['redis', 'coordination', 'router'], env: profilingOptions() });
+  const h = await startHse({ processes: ['redis', 'coordination', 'router'], env: hseEnv() });
   const who = { actor: 'bench', ip: '' };
   const prefixOf = (k: number) => `10.100.${k}.0/24`;
   let fleet: Fleet | null = null;

@@ -101,8 +101,8 @@ if (missing) {
       const servedBy = async (name: string) => [...holdersOf((await r.hget(K.presence, String(ids.get(name)))) ?? '').keys()];
       for (const name of ['stay-1', 'stay-2', 'gone']) t.deepEqual(await servedBy(name), [instanceOf(A)], `${name} is served by A`);
 
-      // "gone" vanishes with A: frozen first, so that it cannot reconnect to B while A dies (a graceful stop would
-      // let its daemon redial for a moment, and B would hold a fresh presence entry for it), killed once A is dead.
+      // "gone" vanishes with A: frozen first, so that it cannot reconnect to B while A dies (with a graceful stop its
+      // daemon could redial for a moment, and B would then hold a fresh presence entry for it), killed once A is dead.
       const t0 = Date.now();
       gone.freeze();
       await killImage(A);
